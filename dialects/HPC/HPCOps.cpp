@@ -1,0 +1,1006 @@
+//===- HPCOps.cpp - hpc op shape inference and verifiers ------------------===//
+//
+// Result-type inference for every hpc op. Inference doubles as the verifier:
+// an op whose attributes do not fit its operands (an axis out of range, a
+// permutation that is not one, shapes that do not broadcast) fails here with
+// a message naming the problem, whether the importer builds it or the parser
+// reads it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HPC/HPCOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace hpc;
+
+static constexpr int64_t kDyn = ShapedType::kDynamic;
+
+/// Wraps a shape and element type into the one inferred result.
+static LogicalResult push(SmallVectorImpl<Type> &inferred,
+                          ArrayRef<int64_t> shape, Type elementType) {
+  inferred.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+/// The operand as a ranked tensor type, or an error.
+static FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Type t,
+                                          StringRef what) {
+  if (auto r = dyn_cast<RankedTensorType>(t))
+    return r;
+  return emitOptionalError(loc, what, " must be a ranked tensor, got ", t);
+}
+
+/// Normalizes a possibly negative axis against a rank, or reports it.
+static FailureOr<int64_t> normalizeAxis(std::optional<Location> loc,
+                                        int64_t axis, int64_t rank,
+                                        StringRef what = "axis") {
+  if (axis < -rank || axis >= rank)
+    return emitOptionalError(loc, what, " ", axis,
+                             " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Dimension arithmetic that keeps dynamic sizes dynamic.
+static int64_t mulDim(int64_t a, int64_t b) {
+  return (a == kDyn || b == kDyn) ? kDyn : a * b;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared helpers (declared in HPCOps.h)
+//===----------------------------------------------------------------------===//
+
+LogicalResult hpc::detail::broadcastShapes(ArrayRef<int64_t> a,
+                                                 ArrayRef<int64_t> b,
+                                                 SmallVectorImpl<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == 1)
+      out[i] = db;
+    else if (db == 1)
+      out[i] = da;
+    else if (da == kDyn)
+      out[i] = db;
+    else if (db == kDyn || da == db)
+      out[i] = da;
+    else
+      return failure();
+  }
+  return success();
+}
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += ",";
+    s += d == kDyn ? "?" : std::to_string(d);
+  }
+  return s + "]";
+}
+
+LogicalResult hpc::detail::inferBroadcastBinary(
+    std::optional<Location> loc, Type lhsType, Type rhsType, bool boolResult,
+    SmallVectorImpl<Type> &inferred) {
+  auto lhs = ranked(loc, lhsType, "lhs");
+  auto rhs = ranked(loc, rhsType, "rhs");
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getElementType() != rhs->getElementType())
+    return emitOptionalError(loc, "operand element types differ: ",
+                             lhs->getElementType(), " vs ",
+                             rhs->getElementType());
+  SmallVector<int64_t> shape;
+  if (failed(broadcastShapes(lhs->getShape(), rhs->getShape(), shape)))
+    return emitOptionalError(loc, "shapes ", shapeString(lhs->getShape()),
+                             " and ", shapeString(rhs->getShape()),
+                             " do not broadcast");
+  Type elt = boolResult ? IntegerType::get(lhs->getContext(), 1)
+                        : lhs->getElementType();
+  return push(inferred, shape, elt);
+}
+
+LogicalResult hpc::detail::inferReduction(
+    std::optional<Location> loc, Type inputType, ArrayRef<int64_t> axes,
+    bool keepdims, Type resultElementType, SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, inputType, "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    if (a < 0 || a >= rank)
+      return emitOptionalError(loc, "reduction axis ", a,
+                               " is out of range for rank ", rank);
+    if (i && axes[i - 1] >= a)
+      return emitOptionalError(loc, "reduction axes must be sorted and unique");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(axes, d)) {
+      if (keepdims)
+        shape.push_back(1);
+    } else {
+      shape.push_back(input->getDimSize(d));
+    }
+  }
+  return push(inferred, shape,
+              resultElementType ? resultElementType : input->getElementType());
+}
+
+/// Output size of one windowed dimension (convolution or pooling).
+static int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride,
+                            int64_t padBegin, int64_t padEnd, int64_t dilation,
+                            bool ceilMode) {
+  if (in == kDyn)
+    return kDyn;
+  int64_t span = (kernel - 1) * dilation + 1;
+  int64_t numer = in + padBegin + padEnd - span;
+  if (numer < 0)
+    return -1;
+  int64_t out = (ceilMode ? (numer + stride - 1) / stride : numer / stride) + 1;
+  // With ceil_mode, the last window must start inside the input or the begin
+  // padding, never only in the end padding.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+/// Checks the window attributes of a conv/pool op against `spatial` dims.
+static LogicalResult checkWindowAttrs(std::optional<Location> loc,
+                                      int64_t spatial, ArrayRef<int64_t> kernel,
+                                      ArrayRef<int64_t> strides,
+                                      ArrayRef<int64_t> pads,
+                                      ArrayRef<int64_t> dilations) {
+  if (static_cast<int64_t>(kernel.size()) != spatial)
+    return emitOptionalError(loc, "expected ", spatial,
+                             " kernel dimensions, got ", kernel.size());
+  if (static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(dilations.size()) != spatial)
+    return emitOptionalError(loc, "strides and dilations need ", spatial,
+                             " entries (one per spatial dimension)");
+  if (static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return emitOptionalError(loc, "pads need ", 2 * spatial,
+                             " entries (begins, then ends), got ", pads.size());
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (kernel[i] <= 0 || strides[i] <= 0 || dilations[i] <= 0)
+      return emitOptionalError(
+          loc, "kernel sizes, strides and dilations must be positive");
+    if (pads[i] < 0 || pads[i + spatial] < 0)
+      return emitOptionalError(loc, "pads must not be negative");
+  }
+  return success();
+}
+
+LogicalResult hpc::detail::inferPool(
+    std::optional<Location> loc, Type inputType, ArrayRef<int64_t> kernel,
+    ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+    ArrayRef<int64_t> dilations, bool ceilMode,
+    SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, inputType, "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  if (rank < 3)
+    return emitOptionalError(loc, "pooling needs an [N, C, D1...] input, got rank ", rank);
+  int64_t spatial = rank - 2;
+  if (failed(checkWindowAttrs(loc, spatial, kernel, strides, pads, dilations)))
+    return failure();
+  SmallVector<int64_t> shape(input->getShape().take_front(2));
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t out = windowOutput(input->getDimSize(i + 2), kernel[i], strides[i],
+                               pads[i], pads[i + spatial], dilations[i], ceilMode);
+    if (out != kDyn && out <= 0)
+      return emitOptionalError(loc, "pooling window ", kernel[i],
+                               " does not fit spatial dimension ", i,
+                               " of size ", input->getDimSize(i + 2));
+    shape.push_back(out);
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult hpc::detail::inferGlobalPool(std::optional<Location> loc,
+                                                 Type inputType,
+                                                 SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, inputType, "input");
+  if (failed(input))
+    return failure();
+  if (input->getRank() < 3)
+    return emitOptionalError(loc, "global pooling needs an [N, C, D1...] input");
+  SmallVector<int64_t> shape(input->getShape().take_front(2));
+  shape.append(input->getRank() - 2, 1);
+  return push(inferred, shape, input->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and weights
+//===----------------------------------------------------------------------===//
+
+ParseResult ConstantOp::parse(OpAsmParser &parser, OperationState &result) {
+  ElementsAttr value;
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseAttribute(value, "value", result.attributes))
+    return failure();
+  result.addTypes(value.getType());
+  return success();
+}
+
+void ConstantOp::print(OpAsmPrinter &p) {
+  p.printOptionalAttrDict((*this)->getAttrs(), /*elidedAttrs=*/{"value"});
+  p << ' ';
+  p.printAttribute(getValue());
+}
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " does not match result type "
+           << getType();
+  return success();
+}
+
+// hpc.weight "name" : type [= value]; the value prints without its type,
+// which is the result type.
+ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  Type type;
+  if (parser.parseAttribute(name, "name", result.attributes) ||
+      parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseType(type))
+    return failure();
+  if (succeeded(parser.parseOptionalEqual())) {
+    Attribute value;
+    if (parser.parseAttribute(value, type))
+      return failure();
+    auto elements = dyn_cast<ElementsAttr>(value);
+    if (!elements)
+      return parser.emitError(parser.getCurrentLocation(),
+                              "weight value must be an elements attribute");
+    result.addAttribute("value", elements);
+  }
+  result.addTypes(type);
+  return success();
+}
+
+void WeightOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printAttribute(getNameAttr());
+  p.printOptionalAttrDict((*this)->getAttrs(), /*elidedAttrs=*/{"name", "value"});
+  p << " : " << getType();
+  if (auto value = getValue()) {
+    p << " = ";
+    p.printAttributeWithoutType(*value);
+  }
+}
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (auto value = getValue())
+    if (value->getType() != getType())
+      return emitOpError("value type ")
+             << value->getType() << " does not match result type "
+             << getType();
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  return push(inferred, input->getShape(), adaptor.getTo());
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto cond = ranked(loc, adaptor.getCondition().getType(), "condition");
+  auto lhs = ranked(loc, adaptor.getLhs().getType(), "lhs");
+  auto rhs = ranked(loc, adaptor.getRhs().getType(), "rhs");
+  if (failed(cond) || failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getElementType() != rhs->getElementType())
+    return emitOptionalError(loc, "value element types differ: ",
+                             lhs->getElementType(), " vs ", rhs->getElementType());
+  SmallVector<int64_t> s1, s2;
+  if (failed(hpc::detail::broadcastShapes(lhs->getShape(), rhs->getShape(), s1)) ||
+      failed(hpc::detail::broadcastShapes(cond->getShape(), s1, s2)))
+    return emitOptionalError(loc, "shapes ", shapeString(cond->getShape()), ", ",
+                             shapeString(lhs->getShape()), " and ",
+                             shapeString(rhs->getShape()), " do not broadcast");
+  return push(inferred, s2, lhs->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto lhs = ranked(loc, adaptor.getLhs().getType(), "lhs");
+  auto rhs = ranked(loc, adaptor.getRhs().getType(), "rhs");
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getElementType() != rhs->getElementType())
+    return emitOptionalError(loc, "operand element types differ: ",
+                             lhs->getElementType(), " vs ", rhs->getElementType());
+  if (lhs->getRank() == 0 || rhs->getRank() == 0)
+    return emitOptionalError(loc, "matmul operands must have rank >= 1");
+  SmallVector<int64_t> a(lhs->getShape()), b(rhs->getShape());
+  bool promoteA = a.size() == 1, promoteB = b.size() == 1;
+  if (promoteA)
+    a.insert(a.begin(), 1);
+  if (promoteB)
+    b.push_back(1);
+  int64_t k1 = a.back(), k2 = b[b.size() - 2];
+  if (k1 != kDyn && k2 != kDyn && k1 != k2)
+    return emitOptionalError(loc, "contracting dimensions differ: ",
+                             shapeString(lhs->getShape()), " x ",
+                             shapeString(rhs->getShape()));
+  SmallVector<int64_t> batch;
+  if (failed(hpc::detail::broadcastShapes(ArrayRef(a).drop_back(2),
+                                     ArrayRef(b).drop_back(2), batch)))
+    return emitOptionalError(loc, "batch dimensions do not broadcast: ",
+                             shapeString(lhs->getShape()), " x ",
+                             shapeString(rhs->getShape()));
+  if (!promoteA)
+    batch.push_back(a[a.size() - 2]);
+  if (!promoteB)
+    batch.push_back(b.back());
+  return push(inferred, batch, lhs->getElementType());
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto a = ranked(loc, adaptor.getA().getType(), "a");
+  auto b = ranked(loc, adaptor.getB().getType(), "b");
+  if (failed(a) || failed(b))
+    return failure();
+  if (a->getRank() != 2 || b->getRank() != 2)
+    return emitOptionalError(loc, "gemm operands must be 2-D");
+  if (a->getElementType() != b->getElementType())
+    return emitOptionalError(loc, "operand element types differ");
+  int64_t m = a->getDimSize(adaptor.getTransA() ? 1 : 0);
+  int64_t k1 = a->getDimSize(adaptor.getTransA() ? 0 : 1);
+  int64_t k2 = b->getDimSize(adaptor.getTransB() ? 1 : 0);
+  int64_t n = b->getDimSize(adaptor.getTransB() ? 0 : 1);
+  if (k1 != kDyn && k2 != kDyn && k1 != k2)
+    return emitOptionalError(loc, "contracting dimensions differ: ", k1, " vs ", k2);
+  if (Value c = adaptor.getC()) {
+    auto ct = ranked(loc, c.getType(), "c");
+    if (failed(ct))
+      return failure();
+    SmallVector<int64_t> out;
+    if (failed(hpc::detail::broadcastShapes(ct->getShape(), {m, n}, out)) ||
+        out != SmallVector<int64_t>{m, n})
+      return emitOptionalError(loc, "c of shape ", shapeString(ct->getShape()),
+                               " does not broadcast to [", m, ",", n, "]");
+  }
+  return push(inferred, {m, n}, a->getElementType());
+}
+
+/// Shared checks of conv and conv_transpose operands.
+static LogicalResult checkConvOperands(std::optional<Location> loc,
+                                       RankedTensorType input,
+                                       RankedTensorType weight, Value bias,
+                                       int64_t group, int64_t biasSize) {
+  if (input.getRank() < 3)
+    return emitOptionalError(loc, "convolution needs an [N, C, D1...] input, got rank ",
+                             input.getRank());
+  if (weight.getRank() != input.getRank())
+    return emitOptionalError(loc, "weight rank ", weight.getRank(),
+                             " differs from input rank ", input.getRank());
+  if (input.getElementType() != weight.getElementType())
+    return emitOptionalError(loc, "input and weight element types differ");
+  if (group <= 0)
+    return emitOptionalError(loc, "group must be positive, got ", group);
+  if (bias) {
+    auto bt = dyn_cast<RankedTensorType>(bias.getType());
+    if (!bt || bt.getRank() != 1 ||
+        (biasSize != kDyn && bt.getDimSize(0) != kDyn &&
+         bt.getDimSize(0) != biasSize))
+      return emitOptionalError(loc, "bias must be 1-D of size ", biasSize);
+  }
+  return success();
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto weight = ranked(loc, adaptor.getWeight().getType(), "weight");
+  if (failed(input) || failed(weight))
+    return failure();
+  int64_t group = adaptor.getGroup();
+  int64_t m = weight->getDimSize(0);
+  if (failed(checkConvOperands(loc, *input, *weight, adaptor.getBias(), group, m)))
+    return failure();
+  int64_t c = input->getDimSize(1), cw = weight->getDimSize(1);
+  if (c != kDyn && cw != kDyn && c != cw * group)
+    return emitOptionalError(loc, "input has ", c, " channels but weight expects ",
+                             cw, " x group ", group);
+  if (m != kDyn && m % group != 0)
+    return emitOptionalError(loc, "output channels ", m,
+                             " are not divisible by group ", group);
+  int64_t spatial = input->getRank() - 2;
+  ArrayRef<int64_t> kernel = weight->getShape().drop_front(2);
+  if (llvm::is_contained(kernel, kDyn))
+    return emitOptionalError(loc, "kernel sizes must be static");
+  if (failed(checkWindowAttrs(loc, spatial, kernel, adaptor.getStrides(),
+                              adaptor.getPads(), adaptor.getDilations())))
+    return failure();
+  SmallVector<int64_t> shape{input->getDimSize(0), m};
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t out = windowOutput(input->getDimSize(i + 2), kernel[i],
+                               adaptor.getStrides()[i], adaptor.getPads()[i],
+                               adaptor.getPads()[i + spatial],
+                               adaptor.getDilations()[i], false);
+    if (out != kDyn && out <= 0)
+      return emitOptionalError(loc, "kernel does not fit spatial dimension ", i);
+    shape.push_back(out);
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto weight = ranked(loc, adaptor.getWeight().getType(), "weight");
+  if (failed(input) || failed(weight))
+    return failure();
+  int64_t group = adaptor.getGroup();
+  int64_t m = mulDim(weight->getDimSize(1), group);
+  if (failed(checkConvOperands(loc, *input, *weight, adaptor.getBias(), group, m)))
+    return failure();
+  int64_t c = input->getDimSize(1), cw = weight->getDimSize(0);
+  if (c != kDyn && cw != kDyn && c != cw)
+    return emitOptionalError(loc, "input has ", c, " channels but weight expects ", cw);
+  int64_t spatial = input->getRank() - 2;
+  ArrayRef<int64_t> kernel = weight->getShape().drop_front(2);
+  if (llvm::is_contained(kernel, kDyn))
+    return emitOptionalError(loc, "kernel sizes must be static");
+  if (failed(checkWindowAttrs(loc, spatial, kernel, adaptor.getStrides(),
+                              adaptor.getPads(), adaptor.getDilations())))
+    return failure();
+  ArrayRef<int64_t> outPad = adaptor.getOutputPadding();
+  if (static_cast<int64_t>(outPad.size()) != spatial)
+    return emitOptionalError(loc, "output_padding needs ", spatial, " entries");
+  SmallVector<int64_t> shape{input->getDimSize(0), m};
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t in = input->getDimSize(i + 2);
+    if (in == kDyn) {
+      shape.push_back(kDyn);
+      continue;
+    }
+    int64_t out = adaptor.getStrides()[i] * (in - 1) + outPad[i] +
+                  (kernel[i] - 1) * adaptor.getDilations()[i] + 1 -
+                  adaptor.getPads()[i] - adaptor.getPads()[i + spatial];
+    if (out <= 0)
+      return emitOptionalError(loc, "output size of spatial dimension ", i,
+                               " is not positive");
+    shape.push_back(out);
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+/// The result type of softmax and log_softmax is the input's. Their assembly
+/// format has no result type, so the parser infers it while `axis` is still in
+/// the parsed attribute dictionary, not yet in the op's properties: look in
+/// both. A missing axis is left to the verifier ("requires attribute").
+static LogicalResult inferSoftmaxLike(std::optional<Location> loc, Type inputType,
+                                      IntegerAttr axisProperty,
+                                      DictionaryAttr attributes,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, inputType, "input");
+  if (failed(input))
+    return failure();
+  IntegerAttr axis = axisProperty;
+  if (!axis && attributes)
+    axis = attributes.getAs<IntegerAttr>("axis");
+  if (axis && failed(normalizeAxis(loc, axis.getInt(), input->getRank())))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferSoftmaxLike(loc, adaptor.getInput().getType(),
+                          adaptor.getProperties().axis, adaptor.getAttributes(),
+                          inferred);
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  return inferSoftmaxLike(loc, adaptor.getInput().getType(),
+                          adaptor.getProperties().axis, adaptor.getAttributes(),
+                          inferred);
+}
+
+/// Checks that a scale/bias operand broadcasts to the normalized dims.
+static LogicalResult checkNormParam(std::optional<Location> loc,
+                                    RankedTensorType input, int64_t axis,
+                                    Value param, StringRef what) {
+  if (!param)
+    return success();
+  auto t = dyn_cast<RankedTensorType>(param.getType());
+  if (!t)
+    return emitOptionalError(loc, what, " must be a ranked tensor");
+  if (t.getElementType() != input.getElementType())
+    return emitOptionalError(loc, what, " element type differs from the input's");
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+  SmallVector<int64_t> out;
+  if (t.getRank() > static_cast<int64_t>(normalized.size()) ||
+      failed(hpc::detail::broadcastShapes(t.getShape(), normalized, out)) ||
+      ArrayRef<int64_t>(out) != normalized)
+    return emitOptionalError(loc, what, " of shape ", shapeString(t.getShape()),
+                             " does not broadcast to the normalized shape ",
+                             shapeString(normalized));
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), input->getRank());
+  if (failed(axis) ||
+      failed(checkNormParam(loc, *input, *axis, adaptor.getScale(), "scale")) ||
+      failed(checkNormParam(loc, *input, *axis, adaptor.getBias(), "bias")))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), input->getRank());
+  if (failed(axis) ||
+      failed(checkNormParam(loc, *input, *axis, adaptor.getScale(), "scale")))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  if (input->getRank() < 2)
+    return emitOptionalError(loc, "batch_norm needs an [N, C, ...] input");
+  int64_t c = input->getDimSize(1);
+  for (Value v : {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
+                  adaptor.getVariance()}) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() != 1 ||
+        (c != kDyn && t.getDimSize(0) != kDyn && t.getDimSize(0) != c))
+      return emitOptionalError(loc, "scale, bias, mean and variance must be 1-D of size ",
+                               c, ", got ", shapeString(t.getShape()));
+  }
+  inferred.push_back(*input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto indices = ranked(loc, adaptor.getIndices().getType(), "indices");
+  if (failed(input) || failed(indices))
+    return failure();
+  if (input->getRank() == 0)
+    return emitOptionalError(loc, "gather input must have rank >= 1");
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), input->getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(input->getShape().take_front(*axis));
+  llvm::append_range(shape, indices->getShape());
+  llvm::append_range(shape, input->getShape().drop_front(*axis + 1));
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto indices = ranked(loc, adaptor.getIndices().getType(), "indices");
+  if (failed(input) || failed(indices))
+    return failure();
+  if (input->getRank() != indices->getRank())
+    return emitOptionalError(loc, "input and indices ranks differ");
+  if (failed(normalizeAxis(loc, adaptor.getAxis(), input->getRank())))
+    return failure();
+  return push(inferred, indices->getShape(), input->getElementType());
+}
+
+LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> loc,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto indices = ranked(loc, adaptor.getIndices().getType(), "indices");
+  auto updates = ranked(loc, adaptor.getUpdates().getType(), "updates");
+  if (failed(input) || failed(indices) || failed(updates))
+    return failure();
+  if (input->getRank() != indices->getRank() ||
+      indices->getShape() != updates->getShape())
+    return emitOptionalError(loc, "indices and updates must have one shape and "
+                                  "the input's rank");
+  if (input->getElementType() != updates->getElementType())
+    return emitOptionalError(loc, "input and updates element types differ");
+  StringRef r = adaptor.getReduction();
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return emitOptionalError(loc, "unknown reduction \"", r, "\"");
+  if (failed(normalizeAxis(loc, adaptor.getAxis(), input->getRank())))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult OneHotOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto indices = ranked(loc, adaptor.getIndices().getType(), "indices");
+  auto values = ranked(loc, adaptor.getValues().getType(), "values");
+  if (failed(indices) || failed(values))
+    return failure();
+  if (values->getRank() != 1 || values->getDimSize(0) != 2)
+    return emitOptionalError(loc, "values must be [off_value, on_value]");
+  if (adaptor.getDepth() <= 0)
+    return emitOptionalError(loc, "depth must be positive, got ", adaptor.getDepth());
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), indices->getRank() + 1);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(indices->getShape());
+  shape.insert(shape.begin() + *axis, adaptor.getDepth());
+  return push(inferred, shape, values->getElementType());
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), input->getRank());
+  if (failed(axis))
+    return failure();
+  int64_t k = adaptor.getK(), dim = input->getDimSize(*axis);
+  if (k < 0 || (dim != kDyn && k > dim))
+    return emitOptionalError(loc, "k = ", k, " does not fit dimension of size ", dim);
+  SmallVector<int64_t> shape(input->getShape());
+  shape[*axis] = k;
+  inferred.push_back(RankedTensorType::get(shape, input->getElementType()));
+  return push(inferred, shape, IntegerType::get(context, 64));
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "reshape target ", shapeString(shape),
+                             " must be fully static and non-negative");
+  if (input->hasStaticShape()) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    if (n != input->getNumElements())
+      return emitOptionalError(loc, "cannot reshape ", shapeString(input->getShape()),
+                               " (", input->getNumElements(), " elements) to ",
+                               shapeString(shape), " (", n, " elements)");
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  int64_t rank = input->getRank();
+  SmallVector<bool> seen(rank, false);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return emitOptionalError(loc, "perm has ", perm.size(),
+                             " entries for a rank-", rank, " input");
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return emitOptionalError(loc, "perm ", shapeString(perm),
+                               " is not a permutation of 0..", rank - 1);
+    seen[p] = true;
+    shape.push_back(input->getDimSize(p));
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+                    steps = adaptor.getSteps();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(ends.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return emitOptionalError(loc, "starts, ends and steps need one entry per "
+                                  "dimension (", rank, ")");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t dim = input->getDimSize(i), step = steps[i];
+    if (step == 0)
+      return emitOptionalError(loc, "slice step must not be 0");
+    if (dim == kDyn) {
+      shape.push_back(kDyn);
+      continue;
+    }
+    int64_t s = starts[i], e = ends[i];
+    bool ok = step > 0 ? (s >= 0 && s <= dim && e >= 0 && e <= dim)
+                       : (s >= -1 && s < dim && e >= -1 && e < dim);
+    if (!ok)
+      return emitOptionalError(loc, "slice bounds [", s, ", ", e, ") step ", step,
+                               " are not normalized for dimension ", i,
+                               " of size ", dim);
+    int64_t n = step > 0 ? (e - s + step - 1) / step : (s - e - step - 1) / -step;
+    shape.push_back(std::max<int64_t>(n, 0));
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  auto first = ranked(loc, adaptor.getInputs().front().getType(), "input");
+  if (failed(first))
+    return failure();
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), first->getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first->getShape());
+  for (Value v : adaptor.getInputs().drop_front()) {
+    auto t = ranked(loc, v.getType(), "input");
+    if (failed(t))
+      return failure();
+    if (t->getRank() != first->getRank() ||
+        t->getElementType() != first->getElementType())
+      return emitOptionalError(loc, "concat inputs differ in rank or element type");
+    for (int64_t d = 0; d < first->getRank(); ++d) {
+      if (d == *axis) {
+        shape[d] = (shape[d] == kDyn || t->getDimSize(d) == kDyn)
+                       ? kDyn
+                       : shape[d] + t->getDimSize(d);
+      } else if (shape[d] != t->getDimSize(d) && shape[d] != kDyn &&
+                 t->getDimSize(d) != kDyn) {
+        return emitOptionalError(loc, "concat inputs ", shapeString(first->getShape()),
+                                 " and ", shapeString(t->getShape()),
+                                 " differ outside axis ", *axis);
+      }
+    }
+  }
+  return push(inferred, shape, first->getElementType());
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  auto axis = normalizeAxis(loc, adaptor.getAxis(), input->getRank());
+  if (failed(axis))
+    return failure();
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSizes()) {
+    if (s < 0)
+      return emitOptionalError(loc, "split sizes must not be negative");
+    total += s;
+  }
+  int64_t dim = input->getDimSize(*axis);
+  if (dim != kDyn && total != dim)
+    return emitOptionalError(loc, "split sizes add up to ", total,
+                             " but the dimension has size ", dim);
+  for (int64_t s : adaptor.getSizes()) {
+    SmallVector<int64_t> shape(input->getShape());
+    shape[*axis] = s;
+    inferred.push_back(RankedTensorType::get(shape, input->getElementType()));
+  }
+  return success();
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  SmallVector<int64_t> shape;
+  if (failed(hpc::detail::broadcastShapes(input->getShape(), adaptor.getShape(), shape)))
+    return emitOptionalError(loc, "cannot expand ", shapeString(input->getShape()),
+                             " to ", shapeString(adaptor.getShape()));
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  SmallVector<int64_t> shape;
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  for (int64_t a : axes)
+    if (a < 0 || a >= input->getRank())
+      return emitOptionalError(loc, "squeeze axis ", a, " is out of range for rank ",
+                               input->getRank());
+  for (int64_t d = 0; d < input->getRank(); ++d) {
+    if (llvm::is_contained(axes, d)) {
+      if (input->getDimSize(d) != 1 && input->getDimSize(d) != kDyn)
+        return emitOptionalError(loc, "cannot squeeze dimension ", d, " of size ",
+                                 input->getDimSize(d));
+      continue;
+    }
+    shape.push_back(input->getDimSize(d));
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t rank = input->getRank() + axes.size();
+  // Check the axes before reading the input shape: with a duplicate or an
+  // out-of-range axis, too few result dims are 1 and the walk below would
+  // read past the end of the input shape.
+  if (llvm::any_of(axes, [&](int64_t a) { return a < 0 || a >= rank; }) ||
+      llvm::SmallSet<int64_t, 8>(axes.begin(), axes.end()).size() != axes.size())
+    return emitOptionalError(loc, "unsqueeze axes ", shapeString(axes),
+                             " are not distinct result dimensions of rank ", rank);
+  SmallVector<int64_t> shape;
+  const int64_t *next = input->getShape().begin();
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(llvm::is_contained(axes, d) ? 1 : *next++);
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return emitOptionalError(loc, "pads need ", 2 * rank, " entries, got ", pads.size());
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOptionalError(loc, "unknown pad mode \"", mode, "\"");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t dim = input->getDimSize(d);
+    int64_t out = dim == kDyn ? kDyn : dim + pads[d] + pads[d + rank];
+    if (out != kDyn && out < 0)
+      return emitOptionalError(loc, "pads crop dimension ", d, " below zero");
+    shape.push_back(out);
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  ArrayRef<int64_t> repeats = adaptor.getRepeats();
+  if (static_cast<int64_t>(repeats.size()) != input->getRank())
+    return emitOptionalError(loc, "repeats need one entry per dimension");
+  SmallVector<int64_t> shape;
+  for (auto [d, r] : llvm::zip(input->getShape(), repeats)) {
+    if (r < 0)
+      return emitOptionalError(loc, "repeats must not be negative");
+    shape.push_back(mulDim(d, r));
+  }
+  return push(inferred, shape, input->getElementType());
+}
+
+LogicalResult ResizeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  if (static_cast<int64_t>(adaptor.getSizes().size()) != rank ||
+      static_cast<int64_t>(adaptor.getScales().size()) != rank)
+    return emitOptionalError(loc, "sizes and scales need one entry per dimension");
+  if (adaptor.getMode() != "nearest" && adaptor.getMode() != "linear")
+    return emitOptionalError(loc, "resize mode must be \"nearest\" or \"linear\", got \"",
+                             adaptor.getMode(), "\"");
+  static constexpr StringLiteral kCoordModes[] = {
+      "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+      "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+  if (!llvm::is_contained(kCoordModes, adaptor.getCoordinateTransformationMode()))
+    return emitOptionalError(loc, "unsupported coordinate_transformation_mode \"",
+                             adaptor.getCoordinateTransformationMode(), "\"");
+  static constexpr StringLiteral kNearestModes[] = {
+      "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (!llvm::is_contained(kNearestModes, adaptor.getNearestMode()))
+    return emitOptionalError(loc, "unsupported nearest_mode \"",
+                             adaptor.getNearestMode(), "\"");
+  for (auto [s, f] : llvm::zip(adaptor.getSizes(), adaptor.getScales()))
+    if (s <= 0 || f <= 0)
+      return emitOptionalError(loc, "resize sizes and scales must be positive");
+  return push(inferred, adaptor.getSizes(), input->getElementType());
+}
+
+#define GET_OP_CLASSES
+#include "HPC/HPCOps.cpp.inc"

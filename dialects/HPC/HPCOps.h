@@ -1,0 +1,76 @@
+//===- HPCOps.h - the hpc tensor graph dialect -------------------*- C++ -*-===//
+//
+// Declares the hpc dialect and its ops, and the shared shape-inference and
+// folding helpers that the generated op classes call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_DIALECT_HPC_HPCOPS_H
+#define HPC_DIALECT_HPC_HPCOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "HPC/HPCOpsDialect.h.inc"
+
+namespace hpc::detail {
+
+using mlir::ArrayRef;
+using mlir::Attribute;
+using mlir::Location;
+using mlir::LogicalResult;
+using mlir::OpFoldResult;
+using mlir::Operation;
+using mlir::SmallVectorImpl;
+using mlir::Type;
+
+/// Result type of a numpy-broadcast binary op; `boolResult` makes it i1.
+LogicalResult inferBroadcastBinary(std::optional<Location> loc, Type lhs,
+                                   Type rhs, bool boolResult,
+                                   SmallVectorImpl<Type> &inferred);
+
+/// Broadcast two shapes (numpy rules); fails when they do not broadcast.
+LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                              SmallVectorImpl<int64_t> &result);
+
+/// Result type of a reduction over `axes` (sorted, non-negative).
+LogicalResult inferReduction(std::optional<Location> loc, Type input,
+                             ArrayRef<int64_t> axes, bool keepdims,
+                             Type resultElementType,
+                             SmallVectorImpl<Type> &inferred);
+
+/// Result type of a windowed pooling op.
+LogicalResult inferPool(std::optional<Location> loc, Type input,
+                        ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                        ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                        bool ceilMode, SmallVectorImpl<Type> &inferred);
+
+/// Result type of a global pooling op.
+LogicalResult inferGlobalPool(std::optional<Location> loc, Type input,
+                              SmallVectorImpl<Type> &inferred);
+
+/// Constant-folds an elementwise op (unary or binary, by op name) over small
+/// dense constants; returns null when it does not apply.
+OpFoldResult foldElementwise(Operation *op, ArrayRef<Attribute> operands);
+
+/// Constant-folds a reduction over a small dense constant.
+OpFoldResult foldReduction(Operation *op, Attribute input,
+                           ArrayRef<int64_t> axes, bool keepdims);
+
+/// Largest constant (in elements) that folders evaluate; bigger ones stay ops,
+/// so folding never blows up compile time or memory.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+} // namespace hpc::detail
+
+#define GET_OP_CLASSES
+#include "HPC/HPCOps.h.inc"
+
+#endif // HPC_DIALECT_HPC_HPCOPS_H

@@ -1,0 +1,25 @@
+//===- Passes.h - HPC-Opt passes ---------------------------------*- C++ -*-===//
+//
+// Declarations of every HPC-Opt pass (generated from passes/Passes.td) and
+// their registration.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_PASSES_H
+#define HPC_PASSES_H
+
+#include "HPC/HPCOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace hpc {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace hpc
+
+#endif // HPC_PASSES_H

@@ -1,0 +1,68 @@
+//===- OpCost.cpp - analytic per-op FLOP counts ---------------------------===//
+//
+// Counts follow the usual conventions: a multiply-accumulate is 2 FLOPs,
+// elementwise math 1 FLOP per output element, normalizations a handful per
+// element. Data movement (reshape, transpose, gather, concat) costs no FLOPs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/CostModel/OpCost.h"
+
+#include "HPC/HPCOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+static int64_t elements(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? t.getNumElements() : 0;
+}
+
+int64_t hpc::estimateFlops(Operation *op) {
+  if (op->getNumResults() == 0)
+    return 0;
+  int64_t out = elements(op->getResult(0));
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case([&](hpc::MatMulOp m) {
+        auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+        return 2 * out * lhs.getShape().back();
+      })
+      .Case([&](hpc::GemmOp g) {
+        auto a = cast<RankedTensorType>(g.getA().getType());
+        int64_t k = a.getDimSize(g.getTransA() ? 0 : 1);
+        return 2 * out * k + (g.getC() ? out : 0);
+      })
+      .Case([&](hpc::ConvOp c) {
+        auto w = cast<RankedTensorType>(c.getWeight().getType());
+        int64_t perOutput = w.getNumElements() / w.getDimSize(0);
+        return 2 * out * perOutput + (c.getBias() ? out : 0);
+      })
+      .Case([&](hpc::ConvTransposeOp c) {
+        auto w = cast<RankedTensorType>(c.getWeight().getType());
+        return 2 * elements(c.getInput()) * (w.getNumElements() / w.getDimSize(0));
+      })
+      .Case<hpc::SoftmaxOp, hpc::LogSoftmaxOp>([&](Operation *) { return 5 * out; })
+      .Case<hpc::LayerNormOp, hpc::RMSNormOp>([&](Operation *) { return 8 * out; })
+      .Case([&](hpc::BatchNormOp) { return 2 * out; })
+      .Case<hpc::ReduceSumOp, hpc::ReduceMeanOp, hpc::ReduceMaxOp,
+            hpc::ReduceMinOp, hpc::ReduceProdOp, hpc::ArgMaxOp, hpc::ArgMinOp,
+            hpc::GlobalAvgPoolOp, hpc::GlobalMaxPoolOp>(
+          [&](Operation *o) { return elements(o->getOperand(0)); })
+      .Case<hpc::MaxPoolOp, hpc::AvgPoolOp>([&](Operation *o) {
+        auto k = o->getAttrOfType<DenseI64ArrayAttr>("kernel_shape");
+        int64_t window = 1;
+        for (int64_t d : k.asArrayRef())
+          window *= d;
+        return out * window;
+      })
+      .Case<hpc::GeluOp, hpc::SiluOp, hpc::SigmoidOp, hpc::TanhOp, hpc::ErfOp,
+            hpc::ExpOp, hpc::LogOp, hpc::SoftplusOp>(
+          [&](Operation *) { return 4 * out; })
+      .Case<hpc::AddOp, hpc::SubOp, hpc::MulOp, hpc::DivOp, hpc::PowOp,
+            hpc::MaxOp, hpc::MinOp, hpc::ReluOp, hpc::SqrtOp, hpc::NegOp,
+            hpc::AbsOp, hpc::ReciprocalOp, hpc::ClipOp, hpc::LeakyReluOp,
+            hpc::EluOp, hpc::HardSigmoidOp, hpc::HardSwishOp, hpc::WhereOp,
+            hpc::ResizeOp>([&](Operation *) { return out; })
+      .Default([](Operation *) { return int64_t(0); });
+}

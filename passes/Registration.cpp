@@ -1,0 +1,18 @@
+//===- Registration.cpp - register dialects and passes --------------------===//
+//
+// Implements hpc/InitAll.h: the single place that lists what HPC-Opt adds to
+// an MLIR tool.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/InitAll.h"
+#include "hpc/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void hpc::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<hpc::HPCDialect, mlir::func::FuncDialect>();
+}
+
+void hpc::registerAllPasses() { registerHPCPasses(); }

@@ -1,0 +1,59 @@
+# -*- Python -*-
+# lit configuration of the HPC-Opt test suite. The site config generated into
+# the build tree (lit.site.cfg.py) sets the paths and then loads this file.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "HPC-Opt"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+
+# .mlir: dialect and pass tests; .onnxtxt: textual ONNX models fed straight to
+# hpc-opt; .test: anything else driven by RUN lines.
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.hpc_obj_root, "test")
+
+# unit/ holds the GoogleTest sources (ctest runs them); Inputs/ directories
+# hold files that tests read, not tests.
+config.excludes = [
+    "CMakeLists.txt",
+    "README.md",
+    "lit.cfg.py",
+    "lit.site.cfg.py",
+    "unit",
+    "Inputs",
+]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
+config.substitutions.append(("%onnx_testdata", config.onnx_testdata_dir))
+config.substitutions.append(
+    ("%models", os.path.join(config.hpc_src_root, "test", "models"))
+)
+config.substitutions.append(
+    ("%examples", os.path.join(config.hpc_src_root, "examples"))
+)
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+# Our tools first, then LLVM's (FileCheck, not, split-file).
+llvm_config.with_environment("PATH", config.hpc_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tool_dirs = [config.hpc_tools_dir, config.llvm_tools_dir]
+tools = [
+    "hpc-opt",
+    "split-file",
+    ToolSubst("%PYTHON", config.python_executable, unresolved="ignore"),
+    ToolSubst("python3", config.python_executable, unresolved="ignore"),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+if os.path.isdir(config.onnx_testdata_dir):
+    config.available_features.add("onnx-testdata")
