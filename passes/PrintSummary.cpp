@@ -45,7 +45,8 @@ struct PrintSummary : hpc::impl::HPCPrintSummaryBase<PrintSummary> {
 
   void summarize(func::FuncOp func) {
     std::map<std::string, int64_t> counts;
-    int64_t params = 0, paramBytes = 0, flops = 0, total = 0;
+    int64_t params = 0, paramBytes = 0, buffers = 0, bufferBytes = 0;
+    int64_t flops = 0, total = 0;
     func.walk([&](Operation *op) {
       if (!isa<hpc::HPCDialect>(op->getDialect()))
         return;
@@ -53,10 +54,14 @@ struct PrintSummary : hpc::impl::HPCPrintSummaryBase<PrintSummary> {
       ++total;
       flops += hpc::estimateFlops(op);
       if (auto w = dyn_cast<hpc::WeightOp>(op)) {
+        // Floating-point weights are parameters; others (masks, position
+        // tables) are buffers.
         auto t = cast<RankedTensorType>(w.getType());
-        params += t.getNumElements();
-        paramBytes += t.getNumElements() *
-                      std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+        int64_t bytes = t.getNumElements() *
+                        std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+        bool isParam = isa<FloatType>(t.getElementType());
+        (isParam ? params : buffers) += t.getNumElements();
+        (isParam ? paramBytes : bufferBytes) += bytes;
       }
     });
     // Tokens: the elements of the first integer input (token ids); else the
@@ -101,7 +106,10 @@ struct PrintSummary : hpc::impl::HPCPrintSummaryBase<PrintSummary> {
     if (col % 3)
       os << "\n";
     os << "parameters: " << params << " (" << human(double(params)) << ", "
-       << human(double(paramBytes)) << "B)\n";
+       << human(double(paramBytes)) << "B)";
+    if (buffers)
+      os << ", buffers: " << buffers << " (" << human(double(bufferBytes)) << "B)";
+    os << "\n";
     os << "forward FLOPs: " << flops << " (" << human(double(flops)) << ")";
     if (units > 0)
       os << ", per " << unitName << ": " << human(double(flops) / double(units))

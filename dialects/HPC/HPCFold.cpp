@@ -327,6 +327,22 @@ OpFoldResult hpc::detail::foldReduction(Operation *op, Attribute input,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+/// Float to integer conversion as the hardware does it (x86 cvtt*): truncate
+/// toward zero; NaN and out-of-range values become the most negative value
+/// of a signed type. Unsigned out-of-range values are not folded.
+static std::optional<int64_t> truncateToInteger(double v, IntegerType type) {
+  unsigned width = type.getWidth();
+  if (type.isUnsigned()) {
+    if (!(v > -1.0 && v < std::ldexp(1.0, width)) || width > 63)
+      return std::nullopt;
+    return int64_t(std::trunc(v));
+  }
+  double limit = std::ldexp(1.0, width - 1);
+  if (!(v > -limit - 1.0 && v < limit))
+    return -(int64_t(1) << (width - 1));
+  return int64_t(std::trunc(v));
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
@@ -342,8 +358,12 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
       floats.push_back(v);
     else if (to.isInteger(1))
       ints.push_back(v != 0);
+    else if (!x->isFloat)
+      ints.push_back(x->ints[i]);
+    else if (auto folded = truncateToInteger(v, cast<IntegerType>(to)))
+      ints.push_back(*folded);
     else
-      ints.push_back(x->isFloat ? int64_t(std::trunc(v)) : x->ints[i]);
+      return {};
   }
   return pack(getType(), ints, floats);
 }

@@ -251,7 +251,10 @@ LogicalResult ConstantOp::verify() {
 ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
   StringAttr name;
   Type type;
-  if (parser.parseAttribute(name, "name", result.attributes) ||
+  // The explicit NoneType stops the string from taking the `: type` that
+  // follows as its own type ("b" : tensor<3xf32> is a typed string attribute).
+  if (parser.parseAttribute(name, parser.getBuilder().getNoneType(), "name",
+                            result.attributes) ||
       parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
       parser.parseType(type))
     return failure();

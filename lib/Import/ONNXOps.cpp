@@ -470,13 +470,12 @@ LogicalResult batchNorm(Importer &im) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-LogicalResult reduce(Importer &im) {
-  TRY(x, im.input(0));
-  int64_t rank = typeOf(x).getRank();
-  StringRef opType = im.node().op_type();
+/// The axes a Reduce* node reduces; empty when it is a no-op (no axes with
+/// noop_with_empty_axes, or a scalar input).
+FailureOr<SmallVector<int64_t>> reductionAxes(Importer &im, int64_t rank) {
   // Axes moved from attribute to input in ReduceSum-13 and the others in 18.
-  bool axesAsInput = opType == "ReduceSum" ? im.opset() >= 13 : im.opset() >= 18;
+  bool axesAsInput = im.node().op_type() == "ReduceSum" ? im.opset() >= 13
+                                                        : im.opset() >= 18;
   SmallVector<int64_t> axes;
   if (axesAsInput) {
     if (im.hasInput(1)) {
@@ -486,18 +485,65 @@ LogicalResult reduce(Importer &im) {
   } else {
     axes = im.attrInts("axes");
   }
-  bool keepdims = im.attrInt("keepdims", 1);
   if (axes.empty()) {
-    if (im.attrInt("noop_with_empty_axes", 0))
-      return forward(im);
+    if (im.attrInt("noop_with_empty_axes", 0) || rank == 0)
+      return SmallVector<int64_t>();
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
   }
-  TRY(norm, normalizeAxes(im, axes, rank, "reduction axes"));
-  if (rank == 0)
-    return forward(im);
-  return finish(im, im.create<OpTy>(x, {im.i64Array("axes", norm),
-                                        im.boolean("keepdims", keepdims)}));
+  return normalizeAxes(im, axes, rank, "reduction axes");
+}
+
+/// Builds reduction OpTy of `x` over the node's axes (identity if none).
+template <typename OpTy>
+FailureOr<Value> reduceValue(Importer &im, Value x) {
+  TRY(axes, reductionAxes(im, typeOf(x).getRank()));
+  if (axes.empty())
+    return x;
+  return im.create<OpTy>(x, {im.i64Array("axes", axes),
+                             im.boolean("keepdims", im.attrInt("keepdims", 1))});
+}
+
+template <typename OpTy>
+LogicalResult reduce(Importer &im) {
+  TRY(x, im.input(0));
+  return finish(im, reduceValue<OpTy>(im, x));
+}
+
+/// ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp as
+/// elementwise ops around a sum.
+LogicalResult reduceComposite(Importer &im) {
+  TRY(x, im.input(0));
+  StringRef op = im.node().op_type();
+  if (op == "ReduceLogSumExp") {
+    // log(sum(exp(x - max))) + max, stable for large x.
+    TRY(axes, reductionAxes(im, typeOf(x).getRank()));
+    if (axes.empty())
+      return forward(im);
+    TRY(mx, im.create<hpc::ReduceMaxOp>(x, {im.i64Array("axes", axes), im.boolean("keepdims", true)}));
+    TRY(shifted, im.create<hpc::SubOp>(ValueRange{x, mx}));
+    TRY(e, im.create<hpc::ExpOp>(shifted));
+    TRY(sum, im.create<hpc::ReduceSumOp>(e, {im.i64Array("axes", axes), im.boolean("keepdims", true)}));
+    TRY(lg, im.create<hpc::LogOp>(sum));
+    TRY(r, im.create<hpc::AddOp>(ValueRange{lg, mx}));
+    if (im.attrInt("keepdims", 1))
+      return finish(im, r);
+    return finish(im, im.create<hpc::SqueezeOp>(r, {im.i64Array("axes", axes)}));
+  }
+  Value in = x;
+  if (op == "ReduceSumSquare" || op == "ReduceL2") {
+    TRY(sq, im.create<hpc::MulOp>(ValueRange{x, x}));
+    in = sq;
+  } else if (op == "ReduceL1") {
+    TRY(a, im.create<hpc::AbsOp>(x));
+    in = a;
+  }
+  TRY(sum, reduceValue<hpc::ReduceSumOp>(im, in));
+  if (op == "ReduceL2")
+    return finish(im, im.create<hpc::SqrtOp>(sum));
+  if (op == "ReduceLogSum")
+    return finish(im, im.create<hpc::LogOp>(sum));
+  return finish(im, sum);
 }
 
 template <typename OpTy>
@@ -1087,6 +1133,232 @@ LogicalResult size(Importer &im) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Decompositions into hpc ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult selu(Importer &im) {
+  TRY(x, im.input(0));
+  TRY(e, im.create<hpc::EluOp>(x, {im.f64("alpha", im.attrFloat("alpha", 1.67326319217681884765625))}));
+  Value gamma = im.splat(typeOf(x).getElementType(), {},
+                         im.attrFloat("gamma", 1.05070102214813232421875));
+  return finish(im, im.create<hpc::MulOp>(ValueRange{e, gamma}));
+}
+
+LogicalResult thresholdedRelu(Importer &im) {
+  TRY(x, im.input(0));
+  Type elt = typeOf(x).getElementType();
+  TRY(keep, im.create<hpc::GreaterOp>(ValueRange{x, im.splat(elt, {}, im.attrFloat("alpha", 1.0))}));
+  return finish(im, im.create<hpc::WhereOp>(ValueRange{keep, x, im.splat(elt, {}, 0)}));
+}
+
+LogicalResult shrink(Importer &im) {
+  // x < -lambd ? x + bias : (x > lambd ? x - bias : 0)
+  TRY(x, im.input(0));
+  Type elt = typeOf(x).getElementType();
+  double lambd = im.attrFloat("lambd", 0.5), bias = im.attrFloat("bias", 0.0);
+  TRY(low, im.create<hpc::LessOp>(ValueRange{x, im.splat(elt, {}, -lambd)}));
+  TRY(high, im.create<hpc::GreaterOp>(ValueRange{x, im.splat(elt, {}, lambd)}));
+  TRY(plus, im.create<hpc::AddOp>(ValueRange{x, im.splat(elt, {}, bias)}));
+  TRY(minus, im.create<hpc::SubOp>(ValueRange{x, im.splat(elt, {}, bias)}));
+  TRY(inner, im.create<hpc::WhereOp>(ValueRange{high, minus, im.splat(elt, {}, 0)}));
+  return finish(im, im.create<hpc::WhereOp>(ValueRange{low, plus, inner}));
+}
+
+LogicalResult hardmax(Importer &im) {
+  // one_hot(argmax(x)) along the axis; before opset 13 over the coerced 2-D
+  // view, like Softmax.
+  TRY(x, im.input(0));
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  int64_t axis = im.attrInt("axis", im.opset() >= 13 ? -1 : 1);
+  if (axis < -rank || axis >= rank)
+    return im.fail("axis " + Twine(axis) + " is out of range");
+  if (axis < 0)
+    axis += rank;
+  Value in = x;
+  if (im.opset() < 13 && axis != rank - 1) {
+    TRY(flat, im.create<hpc::ReshapeOp>(
+                  x, {im.i64Array("shape", {numElements(xt.getShape().take_front(axis)),
+                                            numElements(xt.getShape().drop_front(axis))})}));
+    in = flat;
+    axis = 1;
+  }
+  int64_t depth = typeOf(in).getDimSize(axis);
+  TRY(idx, im.create<hpc::ArgMaxOp>(in, {im.i64("axis", axis), im.boolean("keepdims", false)}));
+  Type elt = xt.getElementType();
+  auto valuesType = RankedTensorType::get({2}, elt);
+  Value values = hpc::ConstantOp::create(
+      im.builder(), im.loc(),
+      DenseElementsAttr::get(valuesType,
+                             ArrayRef<Attribute>{im.builder().getFloatAttr(elt, 0.0),
+                                                 im.builder().getFloatAttr(elt, 1.0)}));
+  TRY(hot, im.create<hpc::OneHotOp>(ValueRange{idx, values},
+                                    {im.i64("depth", depth), im.i64("axis", axis)}));
+  if (typeOf(hot).getShape() == xt.getShape())
+    return finish(im, hot);
+  return finish(im, im.create<hpc::ReshapeOp>(hot, {im.i64Array("shape", xt.getShape())}));
+}
+
+LogicalResult trilu(Importer &im) {
+  TRY(x, im.input(0));
+  auto xt = typeOf(x);
+  if (xt.getRank() < 2)
+    return im.fail("Trilu needs an input of rank >= 2");
+  int64_t k = 0;
+  if (im.hasInput(1)) {
+    TRY(kv, im.intsInput(1, "Trilu k"));
+    if (kv.size() != 1)
+      return im.fail("Trilu k must hold one value");
+    k = kv[0];
+  }
+  bool upper = im.attrInt("upper", 1);
+  int64_t rows = xt.getDimSize(xt.getRank() - 2), cols = xt.getShape().back();
+  SmallVector<bool> keep;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  auto maskType = RankedTensorType::get({rows, cols}, im.builder().getI1Type());
+  Value mask = hpc::ConstantOp::create(im.builder(), im.loc(),
+                                       DenseElementsAttr::get(maskType, keep));
+  Value zero = im.splat(xt.getElementType(), {}, 0);
+  return finish(im, im.create<hpc::WhereOp>(ValueRange{mask, x, zero}));
+}
+
+LogicalResult instanceNorm(Importer &im) {
+  // (x - mean) / sqrt(var + eps) * scale + bias, statistics per (n, c).
+  TRY(x, im.input(0));
+  TRY(scale, im.input(1));
+  TRY(bias, im.input(2));
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  if (rank < 3)
+    return im.fail("InstanceNormalization needs an [N, C, D...] input");
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  SmallVector<NamedAttribute> attrs{im.i64Array("axes", axes), im.boolean("keepdims", true)};
+  Type elt = xt.getElementType();
+  TRY(mean, im.create<hpc::ReduceMeanOp>(x, attrs));
+  TRY(centered, im.create<hpc::SubOp>(ValueRange{x, mean}));
+  TRY(sq, im.create<hpc::MulOp>(ValueRange{centered, centered}));
+  TRY(var, im.create<hpc::ReduceMeanOp>(sq, attrs));
+  TRY(shifted, im.create<hpc::AddOp>(ValueRange{var, im.splat(elt, {}, im.attrFloat("epsilon", 1e-5))}));
+  TRY(stddev, im.create<hpc::SqrtOp>(shifted));
+  TRY(normed, im.create<hpc::DivOp>(ValueRange{centered, stddev}));
+  SmallVector<int64_t> perChannel{xt.getDimSize(1)};
+  perChannel.append(rank - 2, 1);
+  TRY(s, im.create<hpc::ReshapeOp>(scale, {im.i64Array("shape", perChannel)}));
+  TRY(b, im.create<hpc::ReshapeOp>(bias, {im.i64Array("shape", perChannel)}));
+  TRY(scaled, im.create<hpc::MulOp>(ValueRange{normed, s}));
+  return finish(im, im.create<hpc::AddOp>(ValueRange{scaled, b}));
+}
+
+/// Reshape, transpose, reshape: the shape of DepthToSpace and SpaceToDepth.
+LogicalResult shuffle(Importer &im, Value x, ArrayRef<int64_t> split,
+                      ArrayRef<int64_t> perm, ArrayRef<int64_t> out) {
+  TRY(a, im.create<hpc::ReshapeOp>(x, {im.i64Array("shape", split)}));
+  TRY(t, im.create<hpc::TransposeOp>(a, {im.i64Array("perm", perm)}));
+  return finish(im, im.create<hpc::ReshapeOp>(t, {im.i64Array("shape", out)}));
+}
+
+LogicalResult depthToSpace(Importer &im) {
+  TRY(x, im.input(0));
+  auto xt = typeOf(x);
+  int64_t b = im.attrInt("blocksize", 0);
+  if (xt.getRank() != 4 || b <= 0 || xt.getDimSize(1) % (b * b))
+    return im.fail("DepthToSpace needs an [N, C, H, W] input with C divisible by blocksize^2");
+  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), h = xt.getDimSize(2), w = xt.getDimSize(3);
+  SmallVector<int64_t> out{n, c / (b * b), h * b, w * b};
+  if (im.attrString("mode", "DCR") == "CRD")
+    return shuffle(im, x, {n, c / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3}, out);
+  return shuffle(im, x, {n, b, b, c / (b * b), h, w}, {0, 3, 4, 1, 5, 2}, out);
+}
+
+LogicalResult spaceToDepth(Importer &im) {
+  TRY(x, im.input(0));
+  auto xt = typeOf(x);
+  int64_t b = im.attrInt("blocksize", 0);
+  if (xt.getRank() != 4 || b <= 0 || xt.getDimSize(2) % b || xt.getDimSize(3) % b)
+    return im.fail("SpaceToDepth needs an [N, C, H, W] input with H and W divisible by blocksize");
+  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), h = xt.getDimSize(2), w = xt.getDimSize(3);
+  return shuffle(im, x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
+                 {n, c * b * b, h / b, w / b});
+}
+
+/// Negative log-likelihood of `logProb` [N, C, d...] at `target` [N, d...],
+/// with optional class weights, ignore_index and reduction, as ONNX defines
+/// NegativeLogLikelihoodLoss (and SoftmaxCrossEntropyLoss after log_softmax).
+FailureOr<Value> nllLoss(Importer &im, Value logProb, Value target, Value weight) {
+  auto lt = typeOf(logProb);
+  Type elt = lt.getElementType();
+  Type idxElt = typeOf(target).getElementType();
+  ArrayRef<int64_t> tshape = typeOf(target).getShape();
+  Value ignored;
+  if (im.attr("ignore_index")) {
+    TRY(eq, im.create<hpc::EqualOp>(
+                ValueRange{target, im.splat(idxElt, {}, double(im.attrInt("ignore_index", 0)))}));
+    ignored = eq;
+    // Ignored targets may be out of range; gather at class 0 instead.
+    TRY(safe, im.create<hpc::WhereOp>(ValueRange{eq, im.splat(idxElt, {}, 0), target}));
+    target = safe;
+  }
+  TRY(idx, im.create<hpc::UnsqueezeOp>(target, {im.i64Array("axes", {1})}));
+  TRY(picked, im.create<hpc::GatherElementsOp>(ValueRange{logProb, idx}, {im.i64("axis", 1)}));
+  TRY(flat, im.create<hpc::SqueezeOp>(picked, {im.i64Array("axes", {1})}));
+  TRY(loss, im.create<hpc::NegOp>(flat));
+  Value w;
+  if (weight) {
+    TRY(gw, im.create<hpc::GatherOp>(ValueRange{weight, target}, {im.i64("axis", 0)}));
+    w = gw;
+  } else {
+    w = im.splat(elt, tshape, 1.0);
+  }
+  if (ignored) {
+    TRY(masked, im.create<hpc::WhereOp>(ValueRange{ignored, im.splat(elt, {}, 0), w}));
+    w = masked;
+  }
+  TRY(weighted, im.create<hpc::MulOp>(ValueRange{loss, w}));
+  std::string reduction = im.attrString("reduction", "mean");
+  if (reduction == "none")
+    return weighted;
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < int64_t(tshape.size()); ++d)
+    all.push_back(d);
+  SmallVector<NamedAttribute> attrs{im.i64Array("axes", all), im.boolean("keepdims", false)};
+  TRY(sum, im.create<hpc::ReduceSumOp>(weighted, attrs));
+  if (reduction == "sum")
+    return sum;
+  if (reduction != "mean")
+    return im.fail("unknown reduction '" + reduction + "'");
+  TRY(total, im.create<hpc::ReduceSumOp>(w, attrs));
+  return im.create<hpc::DivOp>(ValueRange{sum, total});
+}
+
+LogicalResult nll(Importer &im) {
+  TRY(input, im.input(0));
+  TRY(target, im.input(1));
+  Value weight;
+  if (im.hasInput(2)) {
+    TRY(w, im.input(2));
+    weight = w;
+  }
+  return finish(im, nllLoss(im, input, target, weight));
+}
+
+LogicalResult softmaxCrossEntropy(Importer &im) {
+  TRY(scores, im.input(0));
+  TRY(labels, im.input(1));
+  Value weight;
+  if (im.hasInput(2)) {
+    TRY(w, im.input(2));
+    weight = w;
+  }
+  TRY(logProb, im.create<hpc::LogSoftmaxOp>(scores, {im.i64("axis", 1)}));
+  im.setOutput(1, logProb);
+  return finish(im, nllLoss(im, logProb, labels, weight));
+}
+
 } // namespace
 
 Converter hpc::detail::findConverter(StringRef opType) {
@@ -1129,7 +1401,17 @@ Converter hpc::detail::findConverter(StringRef opType) {
       {"ReduceMax", reduce<hpc::ReduceMaxOp>},
       {"ReduceMin", reduce<hpc::ReduceMinOp>},
       {"ReduceProd", reduce<hpc::ReduceProdOp>},
+      {"ReduceSumSquare", reduceComposite}, {"ReduceL1", reduceComposite},
+      {"ReduceL2", reduceComposite}, {"ReduceLogSum", reduceComposite},
+      {"ReduceLogSumExp", reduceComposite},
       {"ArgMax", argReduce<hpc::ArgMaxOp>}, {"ArgMin", argReduce<hpc::ArgMinOp>},
+      // Decompositions
+      {"Selu", selu}, {"ThresholdedRelu", thresholdedRelu}, {"Shrink", shrink},
+      {"Hardmax", hardmax}, {"Trilu", trilu},
+      {"InstanceNormalization", instanceNorm},
+      {"DepthToSpace", depthToSpace}, {"SpaceToDepth", spaceToDepth},
+      {"NegativeLogLikelihoodLoss", nll},
+      {"SoftmaxCrossEntropyLoss", softmaxCrossEntropy},
       // Indexing
       {"Gather", gather}, {"GatherElements", gatherElements},
       {"ScatterElements", scatterElements}, {"Scatter", scatterElements},
