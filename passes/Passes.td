@@ -26,4 +26,34 @@ def HPCPrintSummary : Pass<"hpc-print-summary", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::HPCDialect"];
 }
 
+def HPCFuseComposites : Pass<"hpc-fuse-composites", "mlir::ModuleOp"> {
+  let summary = "Replace exporter decompositions of GELU, SiLU and RMSNorm by single ops";
+  let description = [{
+    Exporters spell several model-level ops as chains of elementwise math.
+    This pass recognizes them, whatever the operand order, and replaces each
+    chain by the one hpc op that kernels, the cost model and sharding rules
+    understand:
+
+    - `0.5 * x * (1 + erf(x / sqrt(2)))`            -> `hpc.gelu` (none)
+    - `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+                                                     -> `hpc.gelu` (tanh)
+    - `x * sigmoid(x)`                               -> `hpc.silu`
+    - `w * (x / sqrt(mean(x^2, trailing axes) + eps))` (also with
+      `x * (1 / sqrt(..))`, `reciprocal`, `x * x`)    -> `hpc.rms_norm`
+
+    Before:
+    ```mlir
+    %s = hpc.sigmoid %x : tensor<4x8xf32>
+    %y = hpc.mul %x, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+    After:
+    ```mlir
+    %y = hpc.silu %x : tensor<4x8xf32>
+    ```
+    Constants must match to 1e-4 relative; intermediate values used
+    elsewhere keep the chain as it is.
+  }];
+  let dependentDialects = ["hpc::HPCDialect"];
+}
+
 #endif // HPC_PASSES_TD
