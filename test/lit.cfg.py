@@ -39,6 +39,10 @@ config.substitutions.append(
     ("%examples", os.path.join(config.hpc_src_root, "examples"))
 )
 
+# %python is the interpreter CMake chose (before the default substitutions,
+# which would make it the one running lit).
+config.substitutions.append(("%python", config.python_executable))
+
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 

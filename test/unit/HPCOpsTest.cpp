@@ -17,28 +17,30 @@ using namespace hpc_test;
 
 namespace {
 
+using HPCInferTest = HPCTest;
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-TEST_F(HPCTest, AddBroadcastsNumpyStyle) {
+TEST_F(HPCInferTest, AddBroadcastsNumpyStyle) {
   auto op = AddOp::create(builder, loc, value({2, 1, 4}), value({3, 1}));
   EXPECT_EQ(str(op.getType()), "tensor<2x3x4xf32>");
 }
 
-TEST_F(HPCTest, AddBroadcastsRankZero) {
+TEST_F(HPCInferTest, AddBroadcastsRankZero) {
   auto op = AddOp::create(builder, loc, value({5}), value({}));
   EXPECT_EQ(str(op.getType()), "tensor<5xf32>");
 }
 
-TEST_F(HPCTest, AddBroadcastsDynamicAgainstStatic) {
+TEST_F(HPCInferTest, AddBroadcastsDynamicAgainstStatic) {
   auto op = AddOp::create(builder, loc, value({dyn, 4}), value({3, 1}));
   EXPECT_EQ(str(op.getType()), "tensor<3x4xf32>");
   auto keep = MulOp::create(builder, loc, value({dyn, 4}), value({1, 4}));
   EXPECT_EQ(str(keep.getType()), "tensor<?x4xf32>");
 }
 
-TEST_F(HPCTest, ComparisonsReturnI1) {
+TEST_F(HPCInferTest, ComparisonsReturnI1) {
   auto op = LessOp::create(builder, loc, value({4, 1}), value({3}));
   EXPECT_EQ(str(op.getType()), "tensor<4x3xi1>");
   auto eq = EqualOp::create(builder, loc, value({2}, builder.getI64Type()),
@@ -46,7 +48,7 @@ TEST_F(HPCTest, ComparisonsReturnI1) {
   EXPECT_EQ(str(eq.getType()), "tensor<2xi1>");
 }
 
-TEST_F(HPCTest, AddRejectsShapesThatDoNotBroadcast) {
+TEST_F(HPCInferTest, AddRejectsShapesThatDoNotBroadcast) {
   auto op = AddOp::create(builder, loc, tensor({2, 3}), value({2, 3}),
                           value({4, 3}));
   EXPECT_NE(verifyErrors(op).find("shapes [2,3] and [4,3] do not broadcast"),
@@ -54,24 +56,24 @@ TEST_F(HPCTest, AddRejectsShapesThatDoNotBroadcast) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, WhereBroadcastsAllThree) {
+TEST_F(HPCInferTest, WhereBroadcastsAllThree) {
   auto op = WhereOp::create(builder, loc, value({1, 4}, builder.getI1Type()),
                             value({3, 1}), value({}));
   EXPECT_EQ(str(op.getType()), "tensor<3x4xf32>");
 }
 
-TEST_F(HPCTest, CastKeepsShapeChangesElementType) {
+TEST_F(HPCInferTest, CastKeepsShapeChangesElementType) {
   auto op = CastOp::create(builder, loc, value({2, 3}), builder.getI64Type());
   EXPECT_EQ(str(op.getType()), "tensor<2x3xi64>");
 }
 
-TEST_F(HPCTest, UnaryKeepsType) {
+TEST_F(HPCInferTest, UnaryKeepsType) {
   auto op = GeluOp::create(builder, loc, value({2, 3}), "tanh");
   EXPECT_EQ(str(op.getType()), "tensor<2x3xf32>");
   EXPECT_EQ(verifyErrors(op), "");
 }
 
-TEST_F(HPCTest, GeluRejectsUnknownApproximation) {
+TEST_F(HPCInferTest, GeluRejectsUnknownApproximation) {
   auto op = GeluOp::create(builder, loc, value({2}), "fast");
   EXPECT_NE(verifyErrors(op).find("approximate must be \"none\" or \"tanh\""),
             std::string::npos);
@@ -81,14 +83,14 @@ TEST_F(HPCTest, GeluRejectsUnknownApproximation) {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-TEST_F(HPCTest, MatMulBroadcastsBatchDimensions) {
+TEST_F(HPCInferTest, MatMulBroadcastsBatchDimensions) {
   auto op = MatMulOp::create(builder, loc, value({2, 1, 4, 8}), value({3, 8, 5}));
   EXPECT_EQ(str(op.getType()), "tensor<2x3x4x5xf32>");
   auto op2 = MatMulOp::create(builder, loc, value({1, 4, 8}), value({6, 8, 5}));
   EXPECT_EQ(str(op2.getType()), "tensor<6x4x5xf32>");
 }
 
-TEST_F(HPCTest, MatMulPromotesOneDimensionalOperands) {
+TEST_F(HPCInferTest, MatMulPromotesOneDimensionalOperands) {
   EXPECT_EQ(str(MatMulOp::create(builder, loc, value({8}), value({8, 5})).getType()),
             "tensor<5xf32>");
   EXPECT_EQ(str(MatMulOp::create(builder, loc, value({4, 8}), value({8})).getType()),
@@ -103,7 +105,7 @@ TEST_F(HPCTest, MatMulPromotesOneDimensionalOperands) {
       "tensor<3x5xf32>");
 }
 
-TEST_F(HPCTest, MatMulRejectsContractingMismatch) {
+TEST_F(HPCInferTest, MatMulRejectsContractingMismatch) {
   auto op = MatMulOp::create(builder, loc, tensor({4, 5}), value({4, 8}),
                              value({7, 5}));
   EXPECT_NE(verifyErrors(op).find("contracting dimensions differ: [4,8] x [7,5]"),
@@ -111,14 +113,14 @@ TEST_F(HPCTest, MatMulRejectsContractingMismatch) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, DeclaredTypeMustMatchInferredType) {
+TEST_F(HPCInferTest, DeclaredTypeMustMatchInferredType) {
   auto op = MatMulOp::create(builder, loc, tensor({4, 6}), value({4, 8}),
                              value({8, 5}));
   EXPECT_NE(verifyErrors(op).find("inferred type(s)"), std::string::npos)
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, GemmTransposesOperands) {
+TEST_F(HPCInferTest, GemmTransposesOperands) {
   auto op = GemmOp::create(builder, loc, value({8, 4}), value({5, 8}),
                            value({5}), llvm::APFloat(1.0), llvm::APFloat(1.0),
                            /*trans_a=*/true, /*trans_b=*/true);
@@ -129,14 +131,14 @@ TEST_F(HPCTest, GemmTransposesOperands) {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-TEST_F(HPCTest, ConvStridesAndPads) {
+TEST_F(HPCInferTest, ConvStridesAndPads) {
   auto op = ConvOp::create(builder, loc, value({1, 3, 32, 32}),
                            value({16, 3, 3, 3}), Value(), I64s{2, 2},
                            I64s{1, 1, 1, 1}, I64s{1, 1});
   EXPECT_EQ(str(op.getType()), "tensor<1x16x16x16xf32>");
 }
 
-TEST_F(HPCTest, ConvDilation) {
+TEST_F(HPCInferTest, ConvDilation) {
   auto op = ConvOp::create(builder, loc, value({1, 3, 32, 32}),
                            value({16, 3, 3, 3}), Value(), I64s{1, 1},
                            I64s{1, 1, 1, 1}, I64s{2, 2});
@@ -144,7 +146,7 @@ TEST_F(HPCTest, ConvDilation) {
   EXPECT_EQ(str(op.getType()), "tensor<1x16x30x30xf32>");
 }
 
-TEST_F(HPCTest, ConvAsymmetricPadsAndGroups) {
+TEST_F(HPCInferTest, ConvAsymmetricPadsAndGroups) {
   // pads: begins (h=0, w=1), then ends (h=2, w=3).
   auto op = ConvOp::create(builder, loc, value({2, 8, 10, 10}),
                            value({16, 2, 3, 3}), value({16}), I64s{1, 1},
@@ -153,14 +155,14 @@ TEST_F(HPCTest, ConvAsymmetricPadsAndGroups) {
   EXPECT_EQ(verifyErrors(op), "");
 }
 
-TEST_F(HPCTest, Conv1D) {
+TEST_F(HPCInferTest, Conv1D) {
   auto op = ConvOp::create(builder, loc, value({1, 4, 100}), value({8, 4, 5}),
                            Value(), I64s{3}, I64s{0, 0}, I64s{1});
   // (100 - 5) / 3 + 1 = 32.
   EXPECT_EQ(str(op.getType()), "tensor<1x8x32xf32>");
 }
 
-TEST_F(HPCTest, ConvRejectsChannelGroupMismatch) {
+TEST_F(HPCInferTest, ConvRejectsChannelGroupMismatch) {
   auto op = ConvOp::create(builder, loc, tensor({1, 16, 8, 8}),
                            value({1, 6, 8, 8}), value({16, 2, 1, 1}), Value(),
                            I64s{1, 1}, I64s{0, 0, 0, 0}, I64s{1, 1},
@@ -170,7 +172,7 @@ TEST_F(HPCTest, ConvRejectsChannelGroupMismatch) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, ConvTransposeOutputSize) {
+TEST_F(HPCInferTest, ConvTransposeOutputSize) {
   auto op = ConvTransposeOp::create(builder, loc, value({1, 4, 5, 5}),
                                     value({4, 2, 3, 3}), Value(), I64s{2, 2},
                                     I64s{0, 0, 0, 0}, I64s{1, 1}, I64s{1, 1},
@@ -179,7 +181,7 @@ TEST_F(HPCTest, ConvTransposeOutputSize) {
   EXPECT_EQ(str(op.getType()), "tensor<1x4x12x12xf32>");
 }
 
-TEST_F(HPCTest, MaxPoolFloorAndCeilMode) {
+TEST_F(HPCInferTest, MaxPoolFloorAndCeilMode) {
   Value x = value({1, 1, 4, 4});
   auto floorOp = MaxPoolOp::create(builder, loc, x, I64s{3, 3}, I64s{2, 2},
                                    I64s{1, 1, 1, 1}, I64s{1, 1}, false);
@@ -190,7 +192,7 @@ TEST_F(HPCTest, MaxPoolFloorAndCeilMode) {
   EXPECT_EQ(str(ceilOp.getType()), "tensor<1x1x3x3xf32>");
 }
 
-TEST_F(HPCTest, CeilModeDropsWindowStartingInEndPadding) {
+TEST_F(HPCInferTest, CeilModeDropsWindowStartingInEndPadding) {
   // in 5, kernel 1, stride 2, end pad 1: ceil((5+1-1)/2)+1 = 4 windows, but
   // the 4th would start at 6, inside the end padding only: 3 remain.
   auto op = MaxPoolOp::create(builder, loc, value({1, 1, 5}), I64s{1}, I64s{2},
@@ -198,13 +200,13 @@ TEST_F(HPCTest, CeilModeDropsWindowStartingInEndPadding) {
   EXPECT_EQ(str(op.getType()), "tensor<1x1x3xf32>");
 }
 
-TEST_F(HPCTest, AvgPoolDilation) {
+TEST_F(HPCInferTest, AvgPoolDilation) {
   auto op = AvgPoolOp::create(builder, loc, value({2, 3, 9, 9}), I64s{3, 3},
                               I64s{1, 1}, I64s{0, 0, 0, 0}, I64s{2, 2});
   EXPECT_EQ(str(op.getType()), "tensor<2x3x5x5xf32>");
 }
 
-TEST_F(HPCTest, PoolRejectsWindowLargerThanInput) {
+TEST_F(HPCInferTest, PoolRejectsWindowLargerThanInput) {
   auto op = MaxPoolOp::create(builder, loc, tensor({1, 1, 1, 1}),
                               value({1, 1, 2, 2}), I64s{3, 3}, I64s{1, 1},
                               I64s{0, 0, 0, 0}, I64s{1, 1}, false);
@@ -213,7 +215,7 @@ TEST_F(HPCTest, PoolRejectsWindowLargerThanInput) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, GlobalPool) {
+TEST_F(HPCInferTest, GlobalPool) {
   auto op = GlobalAvgPoolOp::create(builder, loc, value({2, 3, 7, 5}));
   EXPECT_EQ(str(op.getType()), "tensor<2x3x1x1xf32>");
 }
@@ -222,14 +224,14 @@ TEST_F(HPCTest, GlobalPool) {
 // Normalization, reductions, indexing
 //===----------------------------------------------------------------------===//
 
-TEST_F(HPCTest, LayerNormKeepsType) {
+TEST_F(HPCInferTest, LayerNormKeepsType) {
   auto op = LayerNormOp::create(builder, loc, value({2, 7, 64}), value({64}),
                                 value({64}), -1, llvm::APFloat(1e-5));
   EXPECT_EQ(str(op.getType()), "tensor<2x7x64xf32>");
   EXPECT_EQ(verifyErrors(op), "");
 }
 
-TEST_F(HPCTest, Reductions) {
+TEST_F(HPCInferTest, Reductions) {
   Value x = value({2, 3, 4});
   EXPECT_EQ(str(ReduceSumOp::create(builder, loc, x, I64s{1}, false).getType()),
             "tensor<2x4xf32>");
@@ -239,7 +241,7 @@ TEST_F(HPCTest, Reductions) {
             "tensor<2x3x1xi64>");
 }
 
-TEST_F(HPCTest, GatherShape) {
+TEST_F(HPCInferTest, GatherShape) {
   Value table = value({10, 4});
   auto rows = GatherOp::create(builder, loc, table,
                                value({2, 3}, builder.getI64Type()), 0);
@@ -249,13 +251,13 @@ TEST_F(HPCTest, GatherShape) {
   EXPECT_EQ(str(scalar.getType()), "tensor<10xf32>");
 }
 
-TEST_F(HPCTest, TopKReturnsValuesAndIndices) {
+TEST_F(HPCInferTest, TopKReturnsValuesAndIndices) {
   auto op = TopKOp::create(builder, loc, value({3, 10}), 4);
   EXPECT_EQ(str(op.getValues().getType()), "tensor<3x4xf32>");
   EXPECT_EQ(str(op.getIndices().getType()), "tensor<3x4xi64>");
 }
 
-TEST_F(HPCTest, OneHotInsertsDepth) {
+TEST_F(HPCInferTest, OneHotInsertsDepth) {
   auto op = OneHotOp::create(builder, loc, value({4}, builder.getI64Type()),
                              value({2}), 10, 0);
   EXPECT_EQ(str(op.getType()), "tensor<10x4xf32>");
@@ -265,7 +267,7 @@ TEST_F(HPCTest, OneHotInsertsDepth) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-TEST_F(HPCTest, SliceWithPositiveAndNegativeSteps) {
+TEST_F(HPCInferTest, SliceWithPositiveAndNegativeSteps) {
   Value x = value({10, 10, 10});
   // dim 0: 1,4,7; dim 1: 9..0 backwards (end -1 = one before the first);
   // dim 2: 8,5,2.
@@ -274,12 +276,12 @@ TEST_F(HPCTest, SliceWithPositiveAndNegativeSteps) {
   EXPECT_EQ(str(op.getType()), "tensor<3x10x3xf32>");
 }
 
-TEST_F(HPCTest, SliceEmptyRange) {
+TEST_F(HPCInferTest, SliceEmptyRange) {
   auto op = SliceOp::create(builder, loc, value({10}), I64s{5}, I64s{2}, I64s{1});
   EXPECT_EQ(str(op.getType()), "tensor<0xf32>");
 }
 
-TEST_F(HPCTest, SliceRejectsUnnormalizedBounds) {
+TEST_F(HPCInferTest, SliceRejectsUnnormalizedBounds) {
   auto op = SliceOp::create(builder, loc, tensor({3}), value({10}), I64s{0},
                             I64s{11}, I64s{1});
   EXPECT_NE(verifyErrors(op).find("are not normalized for dimension 0"),
@@ -287,13 +289,13 @@ TEST_F(HPCTest, SliceRejectsUnnormalizedBounds) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, ConcatAddsAxis) {
+TEST_F(HPCInferTest, ConcatAddsAxis) {
   auto op = ConcatOp::create(builder, loc, ValueRange{value({2, 3}), value({2, 5})},
                              -1);
   EXPECT_EQ(str(op.getType()), "tensor<2x8xf32>");
 }
 
-TEST_F(HPCTest, SplitProducesOneResultPerSize) {
+TEST_F(HPCInferTest, SplitProducesOneResultPerSize) {
   auto op = SplitOp::create(builder, loc, value({6, 4}), 0, I64s{1, 2, 3});
   ASSERT_EQ(op.getNumResults(), 3u);
   EXPECT_EQ(str(op.getResult(0).getType()), "tensor<1x4xf32>");
@@ -301,19 +303,33 @@ TEST_F(HPCTest, SplitProducesOneResultPerSize) {
   EXPECT_EQ(str(op.getResult(2).getType()), "tensor<3x4xf32>");
 }
 
-TEST_F(HPCTest, UnsqueezeAndSqueeze) {
+TEST_F(HPCInferTest, UnsqueezeAndSqueeze) {
   auto un = UnsqueezeOp::create(builder, loc, value({3, 4}), I64s{0, 3});
   EXPECT_EQ(str(un.getType()), "tensor<1x3x4x1xf32>");
   auto sq = SqueezeOp::create(builder, loc, value({1, 3, 1, 4}), I64s{0, 2});
   EXPECT_EQ(str(sq.getType()), "tensor<3x4xf32>");
 }
 
-TEST_F(HPCTest, TransposePermutes) {
+TEST_F(HPCInferTest, UnsqueezeRejectsRepeatedOrOutOfRangeAxes) {
+  auto dup = UnsqueezeOp::create(builder, loc, tensor({1, 1, 3, 4}),
+                                 value({3, 4}), I64s{0, 0});
+  EXPECT_NE(verifyErrors(dup).find(
+                "unsqueeze axes [0,0] are not distinct result dimensions of rank 4"),
+            std::string::npos)
+      << verifyErrors(dup);
+  auto neg = UnsqueezeOp::create(builder, loc, tensor({3, 4, 1}), value({3, 4}),
+                                 I64s{-1});
+  EXPECT_NE(verifyErrors(neg).find("are not distinct result dimensions of rank 3"),
+            std::string::npos)
+      << verifyErrors(neg);
+}
+
+TEST_F(HPCInferTest, TransposePermutes) {
   auto op = TransposeOp::create(builder, loc, value({2, 3, 4}), I64s{2, 0, 1});
   EXPECT_EQ(str(op.getType()), "tensor<4x2x3xf32>");
 }
 
-TEST_F(HPCTest, TransposeRejectsNonPermutation) {
+TEST_F(HPCInferTest, TransposeRejectsNonPermutation) {
   auto op = TransposeOp::create(builder, loc, tensor({2, 2, 2}),
                                 value({2, 2, 2}), I64s{0, 0, 1});
   EXPECT_NE(verifyErrors(op).find("is not a permutation of 0..2"),
@@ -321,7 +337,7 @@ TEST_F(HPCTest, TransposeRejectsNonPermutation) {
       << verifyErrors(op);
 }
 
-TEST_F(HPCTest, ReshapeKeepsElementCount) {
+TEST_F(HPCInferTest, ReshapeKeepsElementCount) {
   auto op = ReshapeOp::create(builder, loc, value({2, 3, 4}), I64s{6, 4});
   EXPECT_EQ(str(op.getType()), "tensor<6x4xf32>");
   auto bad = ReshapeOp::create(builder, loc, tensor({5, 5}), value({2, 3, 4}),
@@ -331,7 +347,7 @@ TEST_F(HPCTest, ReshapeKeepsElementCount) {
       << verifyErrors(bad);
 }
 
-TEST_F(HPCTest, ExpandPadTile) {
+TEST_F(HPCInferTest, ExpandPadTile) {
   EXPECT_EQ(str(ExpandOp::create(builder, loc, value({3, 1}), I64s{2, 1, 4})
                     .getType()),
             "tensor<2x3x4xf32>");
@@ -344,7 +360,7 @@ TEST_F(HPCTest, ExpandPadTile) {
             "tensor<4x6xf32>");
 }
 
-TEST_F(HPCTest, ResizeTakesSizes) {
+TEST_F(HPCInferTest, ResizeTakesSizes) {
   auto op = ResizeOp::create(builder, loc, value({1, 3, 8, 8}),
                              I64s{1, 3, 16, 16},
                              llvm::SmallVector<double>{1.0, 1.0, 2.0, 2.0});

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+#===- .ci/build.sh - configure (once) and build HPC-Opt into build/ -------===#
+#
+# Configures build/ with CMake + Ninja (Release) when it is not configured
+# yet, then builds everything, compiler and tests. ccache caches compiles in
+# its default directory, so a machine's cache is reused across checkouts
+# (CCACHE_BASEDIR makes the cache keys independent of where the repo lives).
+# Builds in one tree are serialized with a lock file.
+#
+#===-----------------------------------------------------------------------===#
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${HPC_BUILD_DIR:-$ROOT/build}"
+LOCK="${HPC_BUILD_LOCK:-/tmp/hpc-build.lock}"
+
+export CCACHE_BASEDIR="$ROOT"
+
+locked() {
+  if command -v flock >/dev/null 2>&1; then
+    flock "$LOCK" "$@"
+  else
+    "$@"
+  fi
+}
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  launcher=()
+  if command -v ccache >/dev/null 2>&1; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  locked cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "${launcher[@]}"
+fi
+locked ninja -C "$BUILD_DIR"
