@@ -56,4 +56,39 @@ def HPCFuseComposites : Pass<"hpc-fuse-composites", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::HPCDialect"];
 }
 
+def HPCLowerToRuntime : Pass<"hpc-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower func @main of hpc ops to LLVM dialect calls of libhpcrt";
+  let description = [{
+    Plans the program (tensor slots, one arena with liveness-based reuse,
+    weights data) and replaces `func.func @main` by:
+
+    - `llvm.func @hpc_program_run(%ctx: !llvm.ptr)`: one call of
+      `hpcrt_<op>(ctx, op index, ids, iattrs, fattrs, sattrs)` per op that
+      needs a kernel, in program order, with its operand ids and attributes
+      in constant globals (runtime/include/hpcrt.h defines the encoding);
+    - `llvm.mlir.global @hpc_manifest`: the JSON manifest (tensor table,
+      inputs, outputs, arena size, weights file and hash, ops).
+
+    With `weights-file`, the weights are written there as safetensors.
+
+    ```mlir
+    %y = hpc.relu %x : tensor<4xf32>
+    ```
+    becomes
+    ```mlir
+    llvm.call @hpcrt_relu(%ctx, %c0, %ids, %null, %null, %null) : ...
+    ```
+  }];
+  let options = [
+    Option<"weightsFile", "weights-file", "std::string", /*default=*/"\"\"",
+           "Write the weights (safetensors) to this path">,
+    Option<"weightsName", "weights-name", "std::string", /*default=*/"\"\"",
+           "File name of the weights recorded in the manifest (default: the "
+           "base name of weights-file)">,
+    Option<"modelName", "model-name", "std::string", /*default=*/"\"\"",
+           "Model name recorded in the manifest">
+  ];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 #endif // HPC_PASSES_TD

@@ -7,12 +7,17 @@
 
 #include "hpc/InitAll.h"
 #include "hpc/Passes.h"
+#include "hpc/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void hpc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<hpc::HPCDialect, mlir::func::FuncDialect>();
+  registry.insert<hpc::HPCDialect, mlir::func::FuncDialect, mlir::LLVM::LLVMDialect>();
 }
 
-void hpc::registerAllPasses() { registerHPCPasses(); }
+void hpc::registerAllPasses() {
+  registerHPCPasses();
+  registerPipelines();
+}

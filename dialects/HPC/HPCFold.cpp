@@ -14,6 +14,7 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <climits>
 #include <cmath>
 
 using namespace mlir;
@@ -117,6 +118,9 @@ static int64_t broadcastIndex(int64_t flat, ArrayRef<int64_t> to,
   return index;
 }
 
+/// Two's-complement wrapping arithmetic (signed overflow is undefined in C++).
+static int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
+
 static double evalFloatUnary(StringRef name, double x, Operation *op) {
   auto attr = [&](StringRef n, double dflt) {
     if (auto a = op->getAttrOfType<FloatAttr>(n))
@@ -151,9 +155,9 @@ static double evalFloatUnary(StringRef name, double x, Operation *op) {
 static std::optional<int64_t> evalIntUnary(StringRef name, int64_t x,
                                            Operation *op) {
   if (name == "neg")
-    return -x;
+    return wrap(0 - uint64_t(x));
   if (name == "abs")
-    return x < 0 ? -x : x;
+    return x < 0 ? wrap(0 - uint64_t(x)) : x;
   if (name == "sign")
     return (x > 0) - (x < 0);
   if (name == "not")
@@ -195,23 +199,30 @@ static std::optional<double> evalFloatBinary(StringRef n, double a, double b) {
 }
 
 static std::optional<int64_t> evalIntBinary(StringRef n, int64_t a, int64_t b) {
-  if (n == "add") return a + b;
-  if (n == "sub") return a - b;
-  if (n == "mul") return a * b;
-  if (n == "div") return b == 0 ? std::optional<int64_t>() : a / b;
+  if (n == "add") return wrap(uint64_t(a) + uint64_t(b));
+  if (n == "sub") return wrap(uint64_t(a) - uint64_t(b));
+  if (n == "mul") return wrap(uint64_t(a) * uint64_t(b));
+  if (n == "div")
+    return (b == 0 || (b == -1 && a == INT64_MIN)) ? std::optional<int64_t>() : a / b;
   if (n == "max") return std::max(a, b);
   if (n == "min") return std::min(a, b);
-  if (n == "fmod") return b == 0 ? std::optional<int64_t>() : a % b;
+  if (n == "fmod") {
+    if (b == 0) return std::nullopt;
+    return b == -1 ? 0 : a % b; // INT64_MIN % -1 overflows
+  }
   if (n == "mod") {
     if (b == 0) return std::nullopt;
+    if (b == -1) return 0;
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
   if (n == "pow") {
     if (b < 0) return std::nullopt;
-    int64_t r = 1;
-    for (int64_t i = 0; i < b; ++i) r *= a;
-    return r;
+    uint64_t r = 1, base = uint64_t(a); // square-and-multiply, wrapping
+    for (uint64_t e = uint64_t(b); e; e >>= 1, base *= base)
+      if (e & 1)
+        r *= base;
+    return wrap(r);
   }
   if (n == "and") return a && b;
   if (n == "or") return a || b;

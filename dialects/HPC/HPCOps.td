@@ -397,8 +397,9 @@ def HPC_BatchNormOp : HPC_InferOp<"batch_norm"> {
 class HPC_ReduceOp<string mnemonic, string summaryText> : HPC_InferOp<mnemonic> {
   let summary = summaryText;
   let description = [{
-    Reduces the listed `axes` (sorted, non-negative, at least one); with
-    `keepdims` the reduced dimensions stay as size 1.
+    Reduces the listed `axes` (sorted, unique, non-negative); with
+    `keepdims` the reduced dimensions stay as size 1. Empty `axes` reduce
+    nothing (the result equals the input).
   }];
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$axes,
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);

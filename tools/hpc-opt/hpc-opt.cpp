@@ -5,17 +5,29 @@
 // dimensions, --shapes-only skips weight data); passes and printing then work
 // on the imported module exactly as on a .mlir file.
 //
+// --emit=llvm|obj|exe compiles instead (the hpc-compile pipeline): LLVM IR,
+// an object file, or an executable linked with libhpcrt, with the weights in
+// OUT.safetensors beside an object or executable. Without --emit, an ONNX
+// input written to a file (-o FILE, not .mlir) is compiled to an executable;
+// anything written to stdout or a .mlir file is MLIR.
+//
 //===----------------------------------------------------------------------===//
 
 #include "hpc/Import/ONNXImporter.h"
 #include "hpc/InitAll.h"
+#include "hpc/Pipeline.h"
+#include "hpc/Target/Emit.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -43,28 +55,128 @@ static llvm::cl::opt<std::string> bindInputs(
                    "an op needs as constants (ONNX backend test layout)"),
     llvm::cl::init(""), llvm::cl::cat(importCategory));
 
+static llvm::cl::OptionCategory compileCategory("Compilation options");
+
+static llvm::cl::opt<std::string> emitKind(
+    "emit",
+    llvm::cl::desc("What to write: mlir, llvm (LLVM IR), obj (object file), "
+                   "exe (executable linked with libhpcrt). Default: exe for "
+                   "an ONNX input written to a file, else mlir"),
+    llvm::cl::init(""), llvm::cl::cat(compileCategory));
+
+static llvm::cl::opt<bool> noFuse(
+    "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
+/// Prints one line and returns the exit status for a user error.
+static int userError(const llvm::Twine &message) {
+  llvm::errs() << "hpc-opt: error: " << message << "\n";
+  return 1;
+}
+
+/// Reads the ONNX import options from the command line.
+static bool importOptions(hpc::ImportOptions &options, std::string &error) {
+  for (const std::string &s : inputShapes)
+    if (!hpc::parseInputShape(s, options, error))
+      return false;
+  options.shapesOnly = shapesOnly;
+  options.bindInputsDir = bindInputs;
+  return true;
+}
+
+/// --emit=llvm|obj|exe: import or parse, run hpc-compile, write the result.
+static int compile(const std::string &inputFile, const std::string &outputFile,
+                   StringRef emit, DialectRegistry &registry) {
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  // Diagnostics become one line each: "hpc-opt: error: <loc>: message".
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    diag.getLocation().print(os);
+    llvm::errs() << "hpc-opt: error: " << loc << ": " << diag.str() << "\n";
+    return success();
+  });
+
+  OwningOpRef<ModuleOp> module;
+  if (hpc::isONNXPath(inputFile)) {
+    hpc::ImportOptions options;
+    std::string error;
+    if (!importOptions(options, error))
+      return userError(error);
+    module = hpc::importONNXFile(context, inputFile, options, error);
+    if (!module)
+      return userError(error);
+  } else {
+    module = parseSourceFile<ModuleOp>(inputFile, &context);
+    if (!module)
+      return 1; // the parser reported the error
+  }
+
+  bool writesFile = emit == "obj" || emit == "exe";
+  if (writesFile && outputFile == "-")
+    return userError("--emit=" + emit + " needs an output file (-o FILE)");
+  hpc::CompileOptions options;
+  std::string weightsPath = outputFile + ".safetensors";
+  if (writesFile) {
+    options.weightsFile = weightsPath;
+    options.weightsName = llvm::sys::path::filename(weightsPath).str();
+  }
+  options.modelName = llvm::sys::path::filename(inputFile).str();
+  options.fuse = !noFuse;
+  PassManager pm(&context);
+  hpc::buildCompilePipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return 1;
+  auto arena = (*module)->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
+  (*module)->removeAttr("hpc.arena_bytes");
+
+  std::string error;
+  if (emit == "llvm") {
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return userError(error);
+    if (failed(hpc::emitLLVMIR(*module, output->os(), error)))
+      return userError(error);
+    output->keep();
+    return 0;
+  }
+  std::string objectPath = outputFile;
+  SmallString<128> temp;
+  if (emit == "exe") {
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("hpc-program", "o", temp))
+      return userError("cannot create a temporary file: " + ec.message());
+    objectPath = temp.str().str();
+  }
+  LogicalResult emitted = hpc::emitObjectFile(*module, objectPath, error);
+  if (succeeded(emitted) && emit == "exe")
+    emitted = hpc::linkExecutable(objectPath, outputFile, error);
+  if (emit == "exe")
+    llvm::sys::fs::remove(objectPath);
+  if (failed(emitted))
+    return userError(error);
+  llvm::errs() << "hpc-opt: wrote " << outputFile << " and " << weightsPath
+               << " (arena " << (arena ? arena.getInt() : 0) << " bytes)\n";
+  return 0;
+}
+
 /// Imports an ONNX file and hands it to MlirOptMain as an in-memory buffer,
 /// so every mlir-opt flag (passes, printing) applies unchanged.
 static int runOnONNX(const std::string &inputFile, const std::string &outputFile,
                      DialectRegistry &registry) {
   hpc::ImportOptions options;
   std::string error;
-  for (const std::string &s : inputShapes) {
-    if (!hpc::parseInputShape(s, options, error)) {
-      llvm::errs() << "hpc-opt: error: " << error << "\n";
-      return 1;
-    }
-  }
-  options.shapesOnly = shapesOnly;
-  options.bindInputsDir = bindInputs;
+  if (!importOptions(options, error))
+    return userError(error);
 
   MLIRContext context(registry);
   context.disableMultithreading(); // the import is sequential; skip the pool
   auto module = hpc::importONNXFile(context, inputFile, options, error);
-  if (!module) {
-    llvm::errs() << "hpc-opt: error: " << error << "\n";
-    return 1;
-  }
+  if (!module)
+    return userError(error);
   std::string bytecode;
   llvm::raw_string_ostream os(bytecode);
   if (failed(writeBytecodeToFile(*module, os))) {
@@ -94,9 +206,21 @@ int main(int argc, char **argv) {
   registerAllPasses();
   hpc::registerAllDialects(registry);
   hpc::registerAllPasses();
+  hpc::registerTargetTranslations(registry);
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv, "HPC-Opt: hybrid-parallel compiler driver\n", registry);
+  std::string emit = emitKind;
+  if (emit.empty())
+    emit = hpc::isONNXPath(inputFile) && outputFile != "-" &&
+                   !StringRef(outputFile).ends_with(".mlir") &&
+                   !StringRef(outputFile).ends_with(".mlirbc")
+               ? "exe"
+               : "mlir";
+  if (emit != "mlir" && emit != "llvm" && emit != "obj" && emit != "exe")
+    return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
+  if (emit != "mlir")
+    return compile(inputFile, outputFile, emit, registry);
   if (hpc::isONNXPath(inputFile))
     return runOnONNX(inputFile, outputFile, registry);
   return asMainReturnCode(MlirOptMain(argc, argv, inputFile, outputFile, registry));

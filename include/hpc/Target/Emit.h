@@ -1,0 +1,37 @@
+//===- Emit.h - LLVM IR, object files and executables ------------*- C++ -*-===//
+//
+// The last steps of compilation: a module of LLVM dialect (after
+// hpc-lower-to-runtime) becomes LLVM IR, an object file for the host, and an
+// executable linked with libhpcrt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_TARGET_EMIT_H
+#define HPC_TARGET_EMIT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace hpc {
+
+/// Registers the translations of the dialects a lowered module holds.
+void registerTargetTranslations(mlir::DialectRegistry &registry);
+
+/// Prints the module as LLVM IR.
+mlir::LogicalResult emitLLVMIR(mlir::ModuleOp module, llvm::raw_ostream &os,
+                               std::string &error);
+
+/// Writes a host object file (position independent).
+mlir::LogicalResult emitObjectFile(mlir::ModuleOp module,
+                                   const std::string &path, std::string &error);
+
+/// Links an object file with libhpcrt into an executable.
+mlir::LogicalResult linkExecutable(const std::string &objectPath,
+                                   const std::string &outputPath,
+                                   std::string &error);
+
+} // namespace hpc
+
+#endif // HPC_TARGET_EMIT_H

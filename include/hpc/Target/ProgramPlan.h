@@ -1,0 +1,68 @@
+//===- ProgramPlan.h - tensors, buffers and kernels of a program -*- C++ -*-===//
+//
+// The static plan the compiler hands to the runtime: every tensor of the
+// program gets a slot (a graph input, a range of the one arena, or a range of
+// the weights file), arena ranges are reused once their tensor is dead, and
+// the ops that need a kernel are listed in program order. View ops (reshape,
+// squeeze, unsqueeze) get their operand's storage with a new shape.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_TARGET_PROGRAMPLAN_H
+#define HPC_TARGET_PROGRAMPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+#include <vector>
+
+namespace hpc {
+
+/// Where a tensor's bytes live at run time.
+enum class Region { Input, Arena, Weights };
+
+struct TensorSlot {
+  Region region = Region::Arena;
+  /// Input number (Region::Input).
+  int64_t index = 0;
+  /// Byte offset in the arena or the weights data section.
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  mlir::RankedTensorType type;
+};
+
+struct ProgramPlan {
+  std::vector<TensorSlot> tensors;
+  llvm::DenseMap<mlir::Value, int32_t> tensorIds;
+  /// Ops that need a kernel call, in program order.
+  std::vector<mlir::Operation *> kernels;
+  /// Planned arena size: the peak of simultaneously live intermediates.
+  int64_t arenaBytes = 0;
+  /// The weights data section and its named entries (name, tensor id).
+  std::string weightsData;
+  std::vector<std::pair<std::string, int32_t>> weightEntries;
+  /// Graph inputs and outputs: (name, tensor id).
+  std::vector<std::pair<std::string, int32_t>> inputs, outputs;
+};
+
+/// Plans `func` (one block of hpc ops ending in func.return). Reports the
+/// first problem (an op without a kernel, a weight without data, an element
+/// type the runtime lacks) on the op and fails.
+mlir::FailureOr<ProgramPlan> planProgram(mlir::func::FuncOp func);
+
+/// The runtime's dtype code (the ONNX data type) of an element type, or -1.
+int32_t runtimeDType(mlir::Type elementType);
+
+/// The 64-bit hash of the weights data the runtime checks (hpcrt_hash64).
+uint64_t weightsHash(llvm::StringRef data);
+
+/// Writes `plan`'s weights as a safetensors file, atomically (a temporary
+/// file renamed into place), with the hash in its metadata.
+mlir::LogicalResult writeWeightsFile(const ProgramPlan &plan,
+                                     llvm::StringRef path, std::string &error);
+
+} // namespace hpc
+
+#endif // HPC_TARGET_PROGRAMPLAN_H

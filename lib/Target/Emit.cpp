@@ -1,0 +1,138 @@
+//===- Emit.cpp - LLVM IR, object emission and linking --------------------===//
+//
+// Object code comes from LLVM's own code generator for the host; the link
+// uses the system C++ driver with the runtime's link line, which the runtime's
+// build writes to hpcrt-link.txt (HPC_LINKER and HPC_RUNTIME_LINK_FILE in the
+// environment override the driver and the file).
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/Target/Emit.h"
+
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <cstdlib>
+#include <mutex>
+
+using namespace mlir;
+
+void hpc::registerTargetTranslations(DialectRegistry &registry) {
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+/// The host target machine, or null with `error` set.
+static std::unique_ptr<llvm::TargetMachine> hostMachine(std::string &error) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  llvm::TargetOptions options;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, "generic", "", options, llvm::Reloc::PIC_));
+}
+
+static std::unique_ptr<llvm::Module> translate(ModuleOp module,
+                                               llvm::LLVMContext &context,
+                                               std::string &error) {
+  auto llvmModule = translateModuleToLLVMIR(module, context, "hpc_program");
+  if (!llvmModule)
+    error = "cannot translate the lowered module to LLVM IR";
+  return llvmModule;
+}
+
+LogicalResult hpc::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
+                              std::string &error) {
+  llvm::LLVMContext context;
+  auto llvmModule = translate(module, context, error);
+  if (!llvmModule)
+    return failure();
+  llvmModule->print(os, nullptr);
+  return success();
+}
+
+LogicalResult hpc::emitObjectFile(ModuleOp module, const std::string &path,
+                                  std::string &error) {
+  llvm::LLVMContext context;
+  auto llvmModule = translate(module, context, error);
+  if (!llvmModule)
+    return failure();
+  auto machine = hostMachine(error);
+  if (!machine)
+    return failure();
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(machine->getTargetTriple());
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write '" + path + "': " + ec.message();
+    return failure();
+  }
+  llvm::legacy::PassManager pm;
+  if (machine->addPassesToEmitFile(pm, os, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile)) {
+    error = "the host target cannot emit object files";
+    return failure();
+  }
+  pm.run(*llvmModule);
+  os.close();
+  if (os.has_error()) {
+    error = "cannot write '" + path + "': " + os.error().message();
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult hpc::linkExecutable(const std::string &objectPath,
+                                  const std::string &outputPath,
+                                  std::string &error) {
+  const char *linkFileEnv = std::getenv("HPC_RUNTIME_LINK_FILE");
+  std::string linkFile = linkFileEnv ? linkFileEnv : HPC_RUNTIME_LINK_FILE;
+  auto buffer = llvm::MemoryBuffer::getFile(linkFile);
+  if (!buffer) {
+    error = "cannot read the runtime link line '" + linkFile +
+            "' (is libhpcrt built?)";
+    return failure();
+  }
+  const char *driverEnv = std::getenv("HPC_LINKER");
+  std::string driverName = driverEnv ? driverEnv : "c++";
+  auto driver = llvm::sys::findProgramByName(driverName);
+  if (!driver) {
+    error = "linker driver '" + driverName + "' not found on PATH";
+    return failure();
+  }
+  std::vector<std::string> args{*driver, objectPath, "-o", outputPath};
+  SmallVector<StringRef> words;
+  (*buffer)->getBuffer().split(words, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef w : words)
+    if (!w.trim().empty())
+      args.push_back(w.trim().str());
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*driver, argRefs, std::nullopt, {}, 0, 0,
+                                     &message);
+  if (rc != 0) {
+    error = "linking '" + outputPath + "' failed" +
+            (message.empty() ? "" : ": " + message) + " (command: " +
+            llvm::join(args, " ") + ")";
+    return failure();
+  }
+  return success();
+}

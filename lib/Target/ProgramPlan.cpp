@@ -1,0 +1,339 @@
+//===- ProgramPlan.cpp - tensor slots, arena plan and weights file --------===//
+//
+// The arena plan is an offline interval packing: each intermediate is live
+// from the op that writes it to its last reader (function results to the end;
+// views extend their root's range), and tensors are placed largest first at
+// the lowest offset that no tensor with an overlapping live range occupies.
+// An op's result never shares bytes with its operands (their ranges overlap
+// at that op), so kernels need not support in-place execution.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/Target/ProgramPlan.h"
+
+#include "HPC/HPCOps.h"
+
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+static constexpr int64_t kAlign = 64;
+
+static int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+int32_t hpc::runtimeDType(Type t) {
+  if (t.isF32()) return 1;
+  if (t.isF64()) return 11;
+  if (t.isF16()) return 10;
+  if (t.isBF16()) return 16;
+  if (t.isInteger(1)) return 9;
+  if (auto it = dyn_cast<IntegerType>(t)) {
+    bool u = it.isUnsigned();
+    switch (it.getWidth()) {
+    case 8: return u ? 2 : 3;
+    case 16: return u ? 4 : 5;
+    case 32: return u ? 12 : 6;
+    case 64: return u ? 13 : 7;
+    default: break;
+    }
+  }
+  return -1;
+}
+
+static int64_t elementBytes(Type t) {
+  return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8;
+}
+
+uint64_t hpc::weightsHash(StringRef data) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const uint64_t prime = 0x100000001b3ull;
+  size_t n = data.size(), i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word = 0;
+    for (int b = 7; b >= 0; --b)
+      word = (word << 8) | uint8_t(data[i + b]);
+    h = (h ^ word) * prime;
+  }
+  if (i < n) {
+    uint64_t word = 0;
+    for (size_t b = n; b > i; --b)
+      word = (word << 8) | uint8_t(data[b - 1]);
+    h = (h ^ word) * prime;
+  }
+  return h ^ uint64_t(n);
+}
+
+/// Little-endian bytes of an elements attribute (splats expanded, i1 as one
+/// byte per element).
+static FailureOr<std::string> elementBytesOf(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  int64_t n = type.getNumElements();
+  Type elt = type.getElementType();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    auto *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return failure();
+    ArrayRef<char> data = blob->getData();
+    return std::string(data.begin(), data.end());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return failure();
+  if (elt.isInteger(1)) {
+    std::string out;
+    out.reserve(n);
+    for (bool b : dense.getValues<bool>())
+      out.push_back(b ? 1 : 0);
+    return out;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    std::string out;
+    out.reserve(n * raw.size());
+    for (int64_t i = 0; i < n; ++i)
+      out.append(raw.begin(), raw.end());
+    return out;
+  }
+  return std::string(raw.begin(), raw.end());
+}
+
+/// Ops whose result is the operand's storage with another shape.
+static bool isView(Operation *op) {
+  return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
+}
+
+FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
+  ProgramPlan plan;
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("must have one block to be compiled"), failure();
+  Block &body = func.getBody().front();
+
+  auto addTensor = [&](Value v, TensorSlot slot) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return emitError(v.getLoc(), "cannot compile a tensor of type ")
+             << v.getType() << " (needs a static shape)";
+    if (runtimeDType(type.getElementType()) < 0)
+      return emitError(v.getLoc(), "the runtime has no element type ")
+             << type.getElementType();
+    slot.type = type;
+    slot.bytes = type.getNumElements() * elementBytes(type.getElementType());
+    plan.tensorIds[v] = plan.tensors.size();
+    plan.tensors.push_back(slot);
+    return success();
+  };
+
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    TensorSlot slot;
+    slot.region = Region::Input;
+    slot.index = i;
+    if (failed(addTensor(arg, slot)))
+      return failure();
+    auto name = func.getArgAttrOfType<StringAttr>(i, "hpc.name");
+    plan.inputs.push_back({name ? name.str() : "input" + std::to_string(i),
+                           plan.tensorIds[arg]});
+  }
+
+  // Storage roots (a view's root is its operand's root), live ranges.
+  std::vector<int32_t> root;
+  std::vector<int64_t> defIndex, lastUse;
+  auto grow = [&] {
+    root.resize(plan.tensors.size());
+    defIndex.resize(plan.tensors.size(), 0);
+    lastUse.resize(plan.tensors.size(), 0);
+  };
+
+  grow();
+  for (int32_t id = 0; id < int32_t(plan.tensors.size()); ++id)
+    root[id] = id;
+
+  int64_t index = 0;
+  for (Operation &op : body) {
+    ++index;
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        auto name = func.getResultAttrOfType<StringAttr>(i, "hpc.name");
+        plan.outputs.push_back({name ? name.str() : "output" + std::to_string(i),
+                                plan.tensorIds.lookup(v)});
+        lastUse[root[plan.tensorIds.lookup(v)]] = INT64_MAX;
+      }
+      continue;
+    }
+    if (!isa<hpc::HPCDialect>(op.getDialect()))
+      return op.emitOpError("cannot be compiled (only hpc ops are)"), failure();
+    for (Value v : op.getOperands()) {
+      int32_t id = plan.tensorIds.lookup(v);
+      lastUse[root[id]] = std::max(lastUse[root[id]], index);
+    }
+    if (isa<hpc::ConstantOp, hpc::WeightOp>(op)) {
+      ElementsAttr value;
+      std::string name;
+      if (auto c = dyn_cast<hpc::ConstantOp>(op)) {
+        value = c.getValue();
+        name = "const." + std::to_string(plan.weightEntries.size());
+      } else {
+        auto w = cast<hpc::WeightOp>(op);
+        if (!w.getValue())
+          return op.emitOpError("weight '")
+                     << w.getName()
+                     << "' has no data (was the model imported with "
+                        "--shapes-only?)",
+                 failure();
+        value = *w.getValue();
+        name = w.getName().str();
+      }
+      auto bytes = elementBytesOf(value);
+      if (failed(bytes))
+        return op.emitOpError("has data the compiler cannot read"), failure();
+      TensorSlot slot;
+      slot.region = Region::Weights;
+      plan.weightsData.resize(alignUp(plan.weightsData.size()), '\0');
+      slot.offset = plan.weightsData.size();
+      plan.weightsData += *bytes;
+      if (failed(addTensor(op.getResult(0), slot)))
+        return failure();
+      if (int64_t(bytes->size()) != plan.tensors.back().bytes)
+        return op.emitOpError("data size does not match its type"), failure();
+      grow();
+      root.back() = plan.tensors.size() - 1;
+      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1)});
+      continue;
+    }
+    if (isView(&op)) {
+      int32_t src = plan.tensorIds.lookup(op.getOperand(0));
+      TensorSlot slot = plan.tensors[src];
+      if (failed(addTensor(op.getResult(0), slot)))
+        return failure();
+      grow();
+      root.back() = root[src];
+      continue;
+    }
+    plan.kernels.push_back(&op);
+    for (Value r : op.getResults()) {
+      if (failed(addTensor(r, TensorSlot{})))
+        return failure();
+      grow();
+      root.back() = plan.tensors.size() - 1;
+      defIndex.back() = index;
+      lastUse.back() = index; // written even if never read
+    }
+  }
+
+  // Place arena tensors, largest first, at the lowest free offset.
+  std::vector<int32_t> arena;
+  for (int32_t id = 0; id < int32_t(plan.tensors.size()); ++id)
+    if (plan.tensors[id].region == Region::Arena && root[id] == id)
+      arena.push_back(id);
+  std::stable_sort(arena.begin(), arena.end(), [&](int32_t a, int32_t b) {
+    return plan.tensors[a].bytes > plan.tensors[b].bytes;
+  });
+  std::vector<int32_t> placed;
+  for (int32_t id : arena) {
+    int64_t size = alignUp(plan.tensors[id].bytes);
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int32_t other : placed)
+      if (defIndex[other] <= lastUse[id] && defIndex[id] <= lastUse[other])
+        busy.push_back({plan.tensors[other].offset,
+                        plan.tensors[other].offset + alignUp(plan.tensors[other].bytes)});
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [begin, end] : busy) {
+      if (offset + size <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    plan.tensors[id].offset = offset;
+    placed.push_back(id);
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + plan.tensors[id].bytes);
+  }
+  // Views share their root's placement.
+  for (int32_t id = 0; id < int32_t(plan.tensors.size()); ++id)
+    if (root[id] != id) {
+      plan.tensors[id].region = plan.tensors[root[id]].region;
+      plan.tensors[id].index = plan.tensors[root[id]].index;
+      plan.tensors[id].offset = plan.tensors[root[id]].offset;
+    }
+  return plan;
+}
+
+static const char *safetensorsDType(Type t) {
+  if (t.isF32()) return "F32";
+  if (t.isF64()) return "F64";
+  if (t.isF16()) return "F16";
+  if (t.isBF16()) return "BF16";
+  if (t.isInteger(1)) return "BOOL";
+  auto it = cast<IntegerType>(t);
+  bool u = it.isUnsigned();
+  switch (it.getWidth()) {
+  case 8: return u ? "U8" : "I8";
+  case 16: return u ? "U16" : "I16";
+  case 32: return u ? "U32" : "I32";
+  default: return u ? "U64" : "I64";
+  }
+}
+
+LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
+                                    std::string &error) {
+  llvm::json::Object header;
+  llvm::json::Object meta;
+  char hash[17];
+  snprintf(hash, sizeof(hash), "%016llx",
+           (unsigned long long)weightsHash(plan.weightsData));
+  meta["hpc_hash"] = hash;
+  meta["format"] = "hpc-opt weights";
+  header["__metadata__"] = std::move(meta);
+  llvm::StringMap<int> seen;
+  for (auto &[name, id] : plan.weightEntries) {
+    const TensorSlot &t = plan.tensors[id];
+    llvm::json::Object entry;
+    entry["dtype"] = safetensorsDType(t.type.getElementType());
+    llvm::json::Array shape;
+    for (int64_t d : t.type.getShape())
+      shape.push_back(d);
+    entry["shape"] = std::move(shape);
+    entry["data_offsets"] = llvm::json::Array{t.offset, t.offset + t.bytes};
+    // Names are keys: keep them unique (an initializer used twice is one).
+    std::string key = name;
+    if (int n = seen[name]++)
+      key += "#" + std::to_string(n);
+    header[key] = std::move(entry);
+  }
+  std::string json;
+  llvm::raw_string_ostream(json) << llvm::json::Value(std::move(header));
+  json.resize(alignUp(json.size() + 8) - 8, ' '); // data section 64-aligned
+  SmallString<256> tmp(path);
+  tmp += ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      error = "cannot write '" + tmp.str().str() + "': " + ec.message();
+      return failure();
+    }
+    uint64_t size = json.size();
+    char le[8];
+    for (int i = 0; i < 8; ++i)
+      le[i] = char((size >> (8 * i)) & 0xff);
+    os.write(le, 8);
+    os << json;
+    os << plan.weightsData;
+    os.close();
+    if (os.has_error()) {
+      error = "cannot write '" + tmp.str().str() + "': " + os.error().message();
+      llvm::sys::fs::remove(tmp);
+      return failure();
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    error = "cannot rename '" + tmp.str().str() + "': " + ec.message();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,317 @@
+//===- LowerToRuntime.cpp - hpc program to LLVM dialect runtime calls -----===//
+//
+// The compiler decides, the runtime obeys: this pass fixes every buffer and
+// the kernel order (hpc/Target/ProgramPlan.h) and spells the program as a
+// straight line of calls into libhpcrt's C ABI (runtime/include/hpcrt.h),
+// plus the JSON manifest the runtime reads at start.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/Passes.h"
+#include "hpc/Target/ProgramPlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+namespace hpc {
+#define GEN_PASS_DEF_HPCLOWERTORUNTIME
+#include "passes/Passes.h.inc"
+} // namespace hpc
+
+using namespace mlir;
+
+namespace {
+
+/// Attributes that may be absent (encoded with a presence flag).
+bool isOptionalAttr(StringRef op, StringRef attr) {
+  return op == "hpc.clip" && (attr == "min" || attr == "max");
+}
+
+/// An op's attributes in the runtime's encoding (hpcrt.h).
+struct EncodedAttrs {
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+  SmallVector<std::string> strings;
+};
+
+FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
+  EncodedAttrs out;
+  NamedAttrList attrs;
+  for (StringAttr name : op->getName().getAttributeNames())
+    if (std::optional<Attribute> a = op->getInherentAttr(name.getValue()); a && *a)
+      attrs.set(name, *a);
+  op->getName().populateDefaultAttrs(attrs);
+  SmallVector<StringRef> names;
+  for (StringAttr name : op->getName().getAttributeNames())
+    names.push_back(name.getValue());
+  llvm::sort(names);
+  StringRef opName = op->getName().getStringRef();
+  for (StringRef name : names) {
+    Attribute a = attrs.get(name);
+    if (isOptionalAttr(opName, name)) {
+      out.ints.push_back(a ? 1 : 0);
+      if (!a)
+        continue;
+    }
+    if (!a)
+      return op->emitOpError("has no value for attribute '") << name << "'",
+             failure();
+    if (auto b = dyn_cast<BoolAttr>(a)) {
+      out.ints.push_back(b.getValue());
+    } else if (auto i = dyn_cast<IntegerAttr>(a)) {
+      out.ints.push_back(i.getInt());
+    } else if (auto f = dyn_cast<FloatAttr>(a)) {
+      out.floats.push_back(f.getValueAsDouble());
+    } else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a)) {
+      out.ints.push_back(arr.size());
+      llvm::append_range(out.ints, arr.asArrayRef());
+    } else if (auto arr = dyn_cast<DenseF64ArrayAttr>(a)) {
+      out.ints.push_back(arr.size());
+      llvm::append_range(out.floats, arr.asArrayRef());
+    } else if (auto s = dyn_cast<StringAttr>(a)) {
+      out.strings.push_back(s.str());
+    } else if (auto t = dyn_cast<TypeAttr>(a)) {
+      out.ints.push_back(hpc::runtimeDType(t.getValue()));
+    } else {
+      return op->emitOpError("has attribute '") << name
+                                                << "' of a kind the runtime ABI lacks",
+             failure();
+    }
+  }
+  return out;
+}
+
+/// Operand ids in ODS order with -1 for absent optional operands.
+SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
+  SmallVector<int32_t> ids{int32_t(op->getNumResults())};
+  for (Value r : op->getResults())
+    ids.push_back(plan.tensorIds.lookup(r));
+  // Ops with optional operands (gemm, conv, conv_transpose, layer_norm) keep
+  // a fixed operand count: the missing trailing operand is -1.
+  int32_t expected = op->getNumOperands();
+  if (isa<hpc::GemmOp, hpc::ConvOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
+    expected = 3;
+  ids.push_back(expected);
+  for (Value v : op->getOperands())
+    ids.push_back(plan.tensorIds.lookup(v));
+  for (int32_t i = op->getNumOperands(); i < expected; ++i)
+    ids.push_back(-1);
+  return ids;
+}
+
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto n = locationName(l); !n.empty())
+        return n;
+  return "";
+}
+
+std::string manifestJson(const hpc::ProgramPlan &plan, StringRef model,
+                         StringRef weightsName) {
+  using llvm::json::Array;
+  using llvm::json::Object;
+  Object m;
+  m["version"] = 1;
+  m["model"] = model;
+  m["arena_bytes"] = plan.arenaBytes;
+  char hash[17];
+  snprintf(hash, sizeof(hash), "%016llx",
+           (unsigned long long)hpc::weightsHash(plan.weightsData));
+  m["weights"] = Object{{"file", weightsName},
+                        {"bytes", int64_t(plan.weightsData.size())},
+                        {"hash", hash}};
+  auto named = [](const std::vector<std::pair<std::string, int32_t>> &list) {
+    Array a;
+    for (auto &[name, id] : list)
+      a.push_back(Object{{"name", name}, {"tensor", id}});
+    return a;
+  };
+  m["inputs"] = named(plan.inputs);
+  m["outputs"] = named(plan.outputs);
+  Array tensors;
+  for (const hpc::TensorSlot &t : plan.tensors) {
+    Array shape;
+    for (int64_t d : t.type.getShape())
+      shape.push_back(d);
+    const char *region = t.region == hpc::Region::Input   ? "input"
+                         : t.region == hpc::Region::Arena ? "arena"
+                                                          : "weights";
+    tensors.push_back(Object{{"dtype", hpc::runtimeDType(t.type.getElementType())},
+                             {"shape", std::move(shape)},
+                             {"region", region},
+                             {"index", t.index},
+                             {"offset", t.offset}});
+  }
+  m["tensors"] = std::move(tensors);
+  Array ops;
+  for (Operation *op : plan.kernels)
+    ops.push_back(Object{{"name", op->getName().getStringRef()},
+                         {"loc", locationName(op->getLoc())}});
+  m["ops"] = std::move(ops);
+  std::string out;
+  llvm::raw_string_ostream(out) << llvm::json::Value(std::move(m));
+  return out;
+}
+
+struct LowerToRuntime : hpc::impl::HPCLowerToRuntimeBase<LowerToRuntime> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      module.emitError("no func.func @main to compile");
+      return signalPassFailure();
+    }
+    auto plan = hpc::planProgram(func);
+    if (failed(plan))
+      return signalPassFailure();
+    if (!weightsFile.empty()) {
+      std::string error;
+      if (failed(hpc::writeWeightsFile(*plan, weightsFile, error))) {
+        module.emitError(error);
+        return signalPassFailure();
+      }
+    }
+    std::string name = weightsName.empty()
+                           ? llvm::sys::path::filename(weightsFile.empty()
+                                                           ? "weights.safetensors"
+                                                           : weightsFile.getValue())
+                                 .str()
+                           : weightsName.getValue();
+    if (failed(emit(module, *plan, name)))
+      return signalPassFailure();
+    func.erase();
+    // The planned peak, for the driver's report and for tests.
+    module->setAttr("hpc.arena_bytes",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     plan->arenaBytes));
+  }
+
+  LogicalResult emit(ModuleOp module, const hpc::ProgramPlan &plan,
+                     StringRef weightsName) {
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    auto ptr = LLVM::LLVMPointerType::get(ctx);
+    Type i32 = b.getI32Type(), i64 = b.getI64Type(), f64 = b.getF64Type();
+    auto i8 = b.getI8Type();
+
+    // The manifest, NUL-terminated, with external linkage for the runtime.
+    std::string manifest = manifestJson(plan, modelName, weightsName);
+    manifest.push_back('\0');
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, manifest.size()),
+                           /*isConstant=*/true, LLVM::Linkage::External,
+                           "hpc_manifest", b.getStringAttr(manifest));
+
+    auto kernelType = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
+                                                  {ptr, i32, ptr, ptr, ptr, ptr});
+    llvm::StringMap<LLVM::LLVMFuncOp> callees;
+    int counter = 0;
+    auto constantArray = [&](StringRef prefix, Type elt, Attribute values,
+                             int64_t n) -> LLVM::GlobalOp {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(module.getBody());
+      return LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(elt, n), true,
+                                    LLVM::Linkage::Internal,
+                                    (prefix + std::to_string(counter++)).str(), values);
+    };
+
+    // Encode everything first so a failure leaves the module unchanged.
+    struct Call {
+      std::string callee;
+      SmallVector<int32_t> ids;
+      EncodedAttrs attrs;
+    };
+    std::vector<Call> calls;
+    for (Operation *op : plan.kernels) {
+      auto attrs = encodeAttributes(op);
+      if (failed(attrs))
+        return failure();
+      std::string callee = "hpcrt_" + op->getName().stripDialect().str();
+      calls.push_back({callee, encodeIds(op, plan), std::move(*attrs)});
+    }
+
+    auto run = LLVM::LLVMFuncOp::create(
+        b, loc, "hpc_program_run",
+        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {ptr}));
+    Block *entry = run.addEntryBlock(b);
+    Value context = entry->getArgument(0);
+    for (auto [index, call] : llvm::enumerate(calls)) {
+      LLVM::LLVMFuncOp &callee = callees[call.callee];
+      if (!callee) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(run);
+        callee = LLVM::LLVMFuncOp::create(b, loc, call.callee, kernelType);
+      }
+      b.setInsertionPointToEnd(entry);
+      Value null = LLVM::ZeroOp::create(b, loc, ptr);
+      auto address = [&](LLVM::GlobalOp g) -> Value {
+        return LLVM::AddressOfOp::create(b, loc, g);
+      };
+      auto idsType = RankedTensorType::get({int64_t(call.ids.size())}, i32);
+      Value ids = address(constantArray("ids", i32,
+                                        DenseElementsAttr::get(idsType, ArrayRef(call.ids)),
+                                        call.ids.size()));
+      Value ints = null, floats = null, strings = null;
+      if (!call.attrs.ints.empty()) {
+        auto t = RankedTensorType::get({int64_t(call.attrs.ints.size())}, i64);
+        ints = address(constantArray("iattrs", i64,
+                                     DenseElementsAttr::get(t, ArrayRef(call.attrs.ints)),
+                                     call.attrs.ints.size()));
+      }
+      if (!call.attrs.floats.empty()) {
+        auto t = RankedTensorType::get({int64_t(call.attrs.floats.size())}, f64);
+        floats = address(constantArray("fattrs", f64,
+                                       DenseElementsAttr::get(t, ArrayRef(call.attrs.floats)),
+                                       call.attrs.floats.size()));
+      }
+      if (!call.attrs.strings.empty())
+        strings = address(stringTable(b, module, call.attrs.strings, counter));
+      Value opIndex = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(index));
+      LLVM::CallOp::create(b, loc, callee, ValueRange{context, opIndex, ids, ints, floats, strings});
+    }
+    b.setInsertionPointToEnd(entry);
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+    return success();
+  }
+
+  /// A constant array of pointers to NUL-terminated strings.
+  LLVM::GlobalOp stringTable(OpBuilder &b, ModuleOp module,
+                             ArrayRef<std::string> strings, int &counter) {
+    OpBuilder::InsertionGuard guard(b);
+    Location loc = module.getLoc();
+    MLIRContext *ctx = module.getContext();
+    auto ptr = LLVM::LLVMPointerType::get(ctx);
+    SmallVector<LLVM::GlobalOp> globals;
+    for (const std::string &s : strings) {
+      b.setInsertionPointToEnd(module.getBody());
+      std::string z = s + '\0';
+      globals.push_back(LLVM::GlobalOp::create(
+          b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), z.size()), true,
+          LLVM::Linkage::Internal, "str" + std::to_string(counter++),
+          b.getStringAttr(z)));
+    }
+    b.setInsertionPointToEnd(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(ptr, strings.size());
+    auto table = LLVM::GlobalOp::create(b, loc, arrayType, true, LLVM::Linkage::Internal,
+                                        "sattrs" + std::to_string(counter++), Attribute());
+    Block *init = b.createBlock(&table.getInitializerRegion());
+    b.setInsertionPointToStart(init);
+    Value array = LLVM::UndefOp::create(b, loc, arrayType);
+    for (auto [i, g] : llvm::enumerate(globals)) {
+      Value p = LLVM::AddressOfOp::create(b, loc, g);
+      array = LLVM::InsertValueOp::create(b, loc, array, p, ArrayRef<int64_t>{int64_t(i)});
+    }
+    LLVM::ReturnOp::create(b, loc, array);
+    return table;
+  }
+};
+
+} // namespace

@@ -1,0 +1,27 @@
+//===- Pipelines.cpp - HPC-Opt pass pipelines -----------------------------===//
+
+#include "hpc/Pipeline.h"
+#include "hpc/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
+                               const CompileOptions &options) {
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  if (options.fuse)
+    pm.addPass(createHPCFuseComposites());
+  HPCLowerToRuntimeOptions lower;
+  lower.weightsFile = options.weightsFile;
+  lower.weightsName = options.weightsName;
+  lower.modelName = options.modelName;
+  pm.addPass(createHPCLowerToRuntime(lower));
+}
+
+void hpc::registerPipelines() {
+  mlir::PassPipelineRegistration<CompileOptions>(
+      "hpc-compile",
+      "Compile an hpc module to LLVM dialect calls of libhpcrt",
+      buildCompilePipeline);
+}
