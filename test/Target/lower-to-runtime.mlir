@@ -1,0 +1,102 @@
+// RUN: hpc-opt %s --hpc-lower-to-runtime --split-input-file --verify-diagnostics | FileCheck %s
+
+// Tensors: 0 input, 1 weight, 2 add (arena), 3 relu (arena), 4 the reshape
+// view of 3, 5 clip. add is dead once relu has read it, so clip reuses its
+// bytes; relu's storage lives until clip (through the view).
+// CHECK-LABEL: module
+// CHECK: llvm.mlir.global external constant @hpc_manifest(
+// CHECK-SAME: \22arena_bytes\22:88
+// CHECK-SAME: \22inputs\22:[{\22name\22:\22x\22,\22tensor\22:0}]
+// CHECK-SAME: \22outputs\22:[{\22name\22:\22y\22,\22tensor\22:5}]
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22input\22,\22shape\22:[2,3]}
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22weights\22,\22shape\22:[3]}
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22arena\22,\22shape\22:[2,3]}
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[2,3]}
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[3,2]}
+// CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22arena\22,\22shape\22:[3,2]}
+// CHECK-SAME: \22weights\22:{\22bytes\22:12,\22file\22:\22weights.safetensors\22
+// CHECK: llvm.func @hpcrt_add(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK: llvm.func @hpc_program_run(%[[CTX:.+]]: !llvm.ptr)
+// CHECK: %[[IDS0:.+]] = llvm.mlir.addressof @[[G0:ids[0-9]+]]
+// CHECK: %[[OP0:.+]] = llvm.mlir.constant(0 : i32)
+// CHECK: llvm.call @hpcrt_add(%[[CTX]], %[[OP0]], %[[IDS0]],
+// CHECK: llvm.call @hpcrt_relu(
+// CHECK-NOT: hpcrt_reshape
+// CHECK: llvm.call @hpcrt_clip(
+// CHECK: llvm.return
+// [n_results, results..., n_operands, operands...]
+// CHECK: llvm.mlir.global internal constant @[[G0]](dense<[1, 2, 2, 0, 1]> : tensor<5xi32>)
+// clip: max present (flag 1, value in fattrs), min absent (flag 0).
+// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 0]> : tensor<2xi64>)
+// CHECK: llvm.mlir.global internal constant @{{fattrs[0-9]+}}(dense<6.000000e+00> : tensor<1xf64>)
+// CHECK-NOT: func.func
+module {
+  func.func @main(%x: tensor<2x3xf32> {hpc.name = "x"}) -> (tensor<3x2xf32> {hpc.name = "y"}) {
+    %w = hpc.weight "w" : tensor<3xf32> = dense<[1.0, 2.0, 3.0]>
+    %0 = hpc.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %1 = hpc.relu %0 : tensor<2x3xf32>
+    %2 = hpc.reshape %1 {shape = array<i64: 3, 2>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+    %3 = hpc.clip %2 {max = 6.0 : f64} : tensor<3x2xf32>
+    return %3 : tensor<3x2xf32>
+  }
+}
+
+// -----
+
+// Attributes in alphabetical order with defaults filled in: conv has
+// dilations, group, pads, strides; the absent bias is operand id -1.
+// CHECK-LABEL: module
+// CHECK: llvm.call @hpcrt_conv(
+// CHECK: dense<[1, 2, 3, 0, 1, -1]> : tensor<6xi32>
+// CHECK: dense<[2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1]> : tensor<12xi64>
+module {
+  func.func @main(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> {
+    %w = hpc.weight "w" : tensor<4x2x1x1xf32> = dense<1.0>
+    %0 = hpc.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x1x1xf32>) -> tensor<1x4x5x5xf32>
+    return %0 : tensor<1x4x5x5xf32>
+  }
+}
+
+// -----
+
+// A result that is also read later keeps its bytes; two results of one op
+// never overlap; unused results still get space (kernels write them).
+// CHECK-LABEL: module
+// CHECK: @hpc_manifest("{\22arena_bytes\22:192,
+module {
+  func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %v, %i = hpc.top_k %x {k = 4 : i64} : (tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xi64>)
+    %e = hpc.exp %v : tensor<4x4xf32>
+    return %e : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'hpc.weight' op weight 'w' has no data (was the model imported with --shapes-only?)}}
+    %w = hpc.weight "w" : tensor<4xf32>
+    %0 = hpc.add %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'math.exp' op cannot be compiled (only hpc ops are)}}
+    %0 = math.exp %x : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{no func.func @main to compile}}
+module {
+  func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
