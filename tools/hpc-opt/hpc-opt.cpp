@@ -8,8 +8,9 @@
 // --emit=llvm|obj|exe compiles instead (the hpc-compile pipeline): LLVM IR,
 // an object file, or an executable linked with libhpcrt, with the weights in
 // OUT.safetensors beside an object or executable. Without --emit, an ONNX
-// input written to a file (-o FILE, not .mlir) is compiled to an executable;
-// anything written to stdout or a .mlir file is MLIR.
+// input written to a file (-o FILE, not .mlir/.mlirbc) is compiled to an
+// executable; anything written to stdout, /dev/null (a check only) or a .mlir
+// file is MLIR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,7 +62,8 @@ static llvm::cl::opt<std::string> emitKind(
     "emit",
     llvm::cl::desc("What to write: mlir, llvm (LLVM IR), obj (object file), "
                    "exe (executable linked with libhpcrt). Default: exe for "
-                   "an ONNX input written to a file, else mlir"),
+                   "an ONNX input written to a file (not .mlir, not "
+                   "/dev/null), else mlir"),
     llvm::cl::init(""), llvm::cl::cat(compileCategory));
 
 static llvm::cl::opt<bool> noFuse(
@@ -213,6 +215,7 @@ int main(int argc, char **argv) {
   std::string emit = emitKind;
   if (emit.empty())
     emit = hpc::isONNXPath(inputFile) && outputFile != "-" &&
+                   outputFile != "/dev/null" &&
                    !StringRef(outputFile).ends_with(".mlir") &&
                    !StringRef(outputFile).ends_with(".mlirbc")
                ? "exe"
