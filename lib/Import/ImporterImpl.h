@@ -67,6 +67,10 @@ public:
   bool hasOutput(int i) const;
   /// Input `i` as a value; fails if it is absent or unknown.
   FailureOr<Value> input(int i);
+  /// Input `i` as a value, or a null value when the optional input is absent.
+  FailureOr<Value> optionalInput(int i) {
+    return hasInput(i) ? input(i) : FailureOr<Value>(Value());
+  }
   /// Input `i` as a compile-time constant (initializer, folded constant, or a
   /// bound test input); null attribute when it is not one.
   FailureOr<mlir::DenseElementsAttr> constantInput(int i);

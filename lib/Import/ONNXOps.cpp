@@ -239,10 +239,9 @@ LogicalResult gemm(Importer &im) {
   TRY(a, im.input(0));
   TRY(b, im.input(1));
   SmallVector<Value> operands{a, b};
-  if (im.hasInput(2)) {
-    TRY(c, im.input(2));
+  TRY(c, im.optionalInput(2));
+  if (c)
     operands.push_back(c);
-  }
   return finish(im, im.create<hpc::GemmOp>(
                         operands, {im.f64("alpha", im.attrFloat("alpha", 1.0)),
                                    im.f64("beta", im.attrFloat("beta", 1.0)),
@@ -303,10 +302,9 @@ LogicalResult conv(Importer &im) {
     return im.fail("kernel_shape does not match the weight's shape");
   TRY(w, readWindow(im, xt.getShape().drop_front(2), kernel));
   SmallVector<Value> operands{x, wt};
-  if (im.hasInput(2)) {
-    TRY(bias, im.input(2));
+  TRY(bias, im.optionalInput(2));
+  if (bias)
     operands.push_back(bias);
-  }
   return finish(im, im.create<hpc::ConvOp>(
                         operands, {im.i64Array("strides", w.strides),
                                    im.i64Array("pads", w.pads),
@@ -355,10 +353,9 @@ LogicalResult convTranspose(Importer &im) {
     pads.assign(2 * n, 0);
   }
   SmallVector<Value> operands{x, wt};
-  if (im.hasInput(2)) {
-    TRY(bias, im.input(2));
+  TRY(bias, im.optionalInput(2));
+  if (bias)
     operands.push_back(bias);
-  }
   return finish(im, im.create<hpc::ConvTransposeOp>(
                         operands, {im.i64Array("strides", strides), im.i64Array("pads", pads),
                                    im.i64Array("dilations", dil),
@@ -434,10 +431,9 @@ LogicalResult layerNorm(Importer &im) {
     return failure();
   TRY(scale, im.input(1));
   SmallVector<Value> operands{x, scale};
-  if (im.hasInput(2)) {
-    TRY(bias, im.input(2));
+  TRY(bias, im.optionalInput(2));
+  if (bias)
     operands.push_back(bias);
-  }
   return finish(im, im.create<hpc::LayerNormOp>(
                         operands, {im.i64("axis", im.attrInt("axis", -1)),
                                    im.f64("epsilon", im.attrFloat("epsilon", 1e-5))}));
@@ -1338,22 +1334,14 @@ FailureOr<Value> nllLoss(Importer &im, Value logProb, Value target, Value weight
 LogicalResult nll(Importer &im) {
   TRY(input, im.input(0));
   TRY(target, im.input(1));
-  Value weight;
-  if (im.hasInput(2)) {
-    TRY(w, im.input(2));
-    weight = w;
-  }
+  TRY(weight, im.optionalInput(2));
   return finish(im, nllLoss(im, input, target, weight));
 }
 
 LogicalResult softmaxCrossEntropy(Importer &im) {
   TRY(scores, im.input(0));
   TRY(labels, im.input(1));
-  Value weight;
-  if (im.hasInput(2)) {
-    TRY(w, im.input(2));
-    weight = w;
-  }
+  TRY(weight, im.optionalInput(2));
   TRY(logProb, im.create<hpc::LogSoftmaxOp>(scores, {im.i64("axis", 1)}));
   im.setOutput(1, logProb);
   return finish(im, nllLoss(im, logProb, labels, weight));
