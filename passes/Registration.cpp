@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "hpc/InitAll.h"
+
+#include "Dist/DistOps.h"
 #include "hpc/Passes.h"
 #include "hpc/Pipeline.h"
 
@@ -14,7 +16,8 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void hpc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<hpc::HPCDialect, mlir::func::FuncDialect, mlir::LLVM::LLVMDialect>();
+  registry.insert<hpc::HPCDialect, hpc::dist::DistDialect, mlir::func::FuncDialect,
+                  mlir::LLVM::LLVMDialect>();
 }
 
 void hpc::registerAllPasses() {

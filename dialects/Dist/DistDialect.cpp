@@ -1,0 +1,224 @@
+//===- DistDialect.cpp - dist dialect, attributes and types ---------------===//
+//
+// Registration, and the hand-written syntax of the mesh and sharding
+// attributes:
+//   #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_node>
+//   #dist.sharding<[[dp], [], [tp]], partial = sum[tp]>
+//
+//===----------------------------------------------------------------------===//
+
+#include "Dist/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace hpc::dist;
+
+#include "Dist/DistDialect.cpp.inc"
+#include "Dist/DistEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Dist/DistAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "Dist/DistTypes.cpp.inc"
+
+void DistDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Dist/DistAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "Dist/DistTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "Dist/DistOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// MeshAttr
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  SmallVector<TopologyLevel> levels;
+  if (parser.parseLess())
+    return {};
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    std::string level;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size) || parser.parseColon() ||
+        parser.parseKeywordOrString(&level))
+      return failure();
+    auto l = symbolizeTopologyLevel(level);
+    if (!l)
+      return parser.emitError(parser.getCurrentLocation(),
+                              "topology level must be intra_node or "
+                              "inter_node, not '")
+             << level << "'";
+    names.push_back(parser.getBuilder().getStringAttr(name));
+    sizes.push_back(size);
+    levels.push_back(*l);
+    return success();
+  };
+  // `<>` parses, so the verifier can say what is wrong with it.
+  if (failed(parser.parseOptionalGreater()) &&
+      (parser.parseCommaSeparatedList(parseAxis) || parser.parseGreater()))
+    return {};
+  return parser.getChecked<MeshAttr>(parser.getContext(), names, sizes, levels);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  for (size_t i = 0; i < getNames().size(); ++i) {
+    if (i)
+      printer << ", ";
+    printer.printKeywordOrString(getNames()[i].getValue());
+    printer << " = " << getSizes()[i] << " : "
+            << stringifyTopologyLevel(getLevels()[i]);
+  }
+  printer << ">";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> names, ArrayRef<int64_t> sizes,
+                               ArrayRef<TopologyLevel> levels) {
+  if (names.empty())
+    return emitError() << "a mesh needs at least one axis";
+  if (names.size() != sizes.size() || names.size() != levels.size())
+    return emitError() << "mesh axis names, sizes and levels differ in number";
+  llvm::SmallSet<StringRef, 8> seen;
+  for (auto [name, size] : llvm::zip(names, sizes)) {
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "mesh axis '" << name.getValue() << "' is repeated";
+    if (size <= 0)
+      return emitError() << "mesh axis '" << name.getValue()
+                         << "' must have a positive size, not " << size;
+  }
+  return success();
+}
+
+int64_t MeshAttr::axisIndex(StringRef name) const {
+  for (auto [i, n] : llvm::enumerate(getNames()))
+    if (n.getValue() == name)
+      return i;
+  return -1;
+}
+
+int64_t MeshAttr::numDevices() const {
+  int64_t n = 1;
+  for (int64_t s : getSizes())
+    n *= s;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr
+//===----------------------------------------------------------------------===//
+
+/// `[a, b]`: a list of axis names (bare or quoted).
+static ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> &axes) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return failure();
+    axes.push_back(parser.getBuilder().getStringAttr(name));
+    return success();
+  });
+}
+
+static void printAxisList(AsmPrinter &printer, ArrayRef<Attribute> axes) {
+  printer << "[";
+  llvm::interleaveComma(axes, printer, [&](Attribute a) {
+    printer.printKeywordOrString(cast<StringAttr>(a).getValue());
+  });
+  printer << "]";
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  SmallVector<ArrayAttr> dims;
+  SmallVector<StringAttr> partial;
+  ReductionKind kind = ReductionKind::sum;
+  Builder &b = parser.getBuilder();
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        SmallVector<StringAttr> axes;
+        if (parseAxisList(parser, axes))
+          return failure();
+        dims.push_back(b.getArrayAttr(SmallVector<Attribute>(axes.begin(), axes.end())));
+        return success();
+      }))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    std::string kindName;
+    if (parser.parseKeyword("partial") || parser.parseEqual() ||
+        parser.parseKeywordOrString(&kindName))
+      return {};
+    auto k = symbolizeReductionKind(kindName);
+    if (!k) {
+      parser.emitError(parser.getCurrentLocation(), "unknown reduction '") << kindName << "'";
+      return {};
+    }
+    kind = *k;
+    if (parseAxisList(parser, partial))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(), dims, partial, kind);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims(), printer,
+                        [&](ArrayAttr axes) { printAxisList(printer, axes.getValue()); });
+  printer << "]";
+  if (!getPartial().empty()) {
+    printer << ", partial = " << stringifyReductionKind(getPartialKind());
+    printAxisList(printer, SmallVector<Attribute>(getPartial().begin(), getPartial().end()));
+  }
+  printer << ">";
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<ArrayAttr> dims, ArrayRef<StringAttr> partial,
+                                   ReductionKind) {
+  llvm::SmallSet<StringRef, 8> seen;
+  for (ArrayAttr axes : dims) {
+    for (Attribute a : axes) {
+      auto s = dyn_cast<StringAttr>(a);
+      if (!s)
+        return emitError() << "sharding axes must be names";
+      if (!seen.insert(s.getValue()).second)
+        return emitError() << "mesh axis '" << s.getValue()
+                           << "' is used more than once in a sharding";
+    }
+  }
+  for (StringAttr s : partial)
+    if (!seen.insert(s.getValue()).second)
+      return emitError() << "mesh axis '" << s.getValue()
+                         << "' is used more than once in a sharding";
+  return success();
+}
+
+SmallVector<StringRef> ShardingAttr::axesOf(unsigned dim) const {
+  SmallVector<StringRef> out;
+  if (dim < getDims().size())
+    for (Attribute a : getDims()[dim])
+      out.push_back(cast<StringAttr>(a).getValue());
+  return out;
+}
+
+bool ShardingAttr::isReplicated() const {
+  return getPartial().empty() &&
+         llvm::all_of(getDims(), [](ArrayAttr a) { return a.empty(); });
+}

@@ -1,0 +1,128 @@
+//===- DistDialect.td - the distributed-parallel dialect ---*- tablegen -*-===//
+//
+// The dist dialect describes how a program is spread over a mesh of devices:
+// the mesh and its topology, shardings of tensors over mesh axes, and the
+// collectives a per-rank (SPMD) program uses to exchange data.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DIST_DIALECT_TD
+#define DIST_DIALECT_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::hpc::dist";
+  let summary = "Meshes, shardings and collectives for hybrid parallelism";
+  let description = [{
+    A `#dist.mesh` names the axes of a device mesh (data, tensor, pipeline,
+    ...), their sizes and the topology level each axis crosses (inside a node
+    or across nodes). A `#dist.sharding` says which mesh axes split which
+    dimensions of a tensor, and which axes hold partial values of a pending
+    reduction. Collectives (`dist.all_reduce`, `dist.reduce_scatter`,
+    `dist.all_gather`, `dist.all_to_all`, `dist.broadcast`, `dist.send`,
+    `dist.recv`) act over mesh axes, synchronously or as a `_start` op that
+    returns a `!dist.token` and a `dist.wait` that completes it.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+}
+
+def Dist_TopologyLevel : I32EnumAttr<"TopologyLevel", "topology level of a mesh axis", [
+  I32EnumAttrCase<"intra_node", 0>,
+  I32EnumAttrCase<"inter_node", 1>
+]> {
+  let cppNamespace = "::hpc::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_ReductionKind : I32EnumAttr<"ReductionKind", "reduction of a collective", [
+  I32EnumAttrCase<"sum", 0>,
+  I32EnumAttrCase<"max", 1>,
+  I32EnumAttrCase<"min", 2>,
+  I32EnumAttrCase<"prod", 3>,
+  I32EnumAttrCase<"avg", 4>
+]> {
+  let cppNamespace = "::hpc::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_ReductionKindAttr : EnumAttr<Dist_Dialect, Dist_ReductionKind, "reduction"> {
+  let assemblyFormat = "$value";
+}
+
+class Dist_Attr<string name, string mnemonicText, list<Trait> traits = []>
+    : AttrDef<Dist_Dialect, name, traits> {
+  let mnemonic = mnemonicText;
+}
+
+def Dist_MeshAttr : Dist_Attr<"Mesh", "mesh"> {
+  let summary = "A device mesh: named axes, their sizes and topology levels";
+  let description = [{
+    ```mlir
+    #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_node>
+    ```
+    Ranks are numbered row-major over the axes (the last axis varies
+    fastest), so with this mesh ranks 0-3 form one tensor-parallel group
+    inside a node. A module carries its mesh as the `dist.mesh` attribute.
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr", "axis names">:$names,
+                        ArrayRefParameter<"int64_t", "axis sizes">:$sizes,
+                        ArrayRefParameter<"::hpc::dist::TopologyLevel", "axis levels">:$levels);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Index of the axis called `name`, or -1.
+    int64_t axisIndex(::llvm::StringRef name) const;
+    /// Number of devices (product of the axis sizes).
+    int64_t numDevices() const;
+  }];
+}
+
+def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
+  let summary = "Which mesh axes split which tensor dimensions; partial axes";
+  let description = [{
+    One list of mesh axes per tensor dimension (major to minor); an empty
+    list keeps the dimension whole. `partial` lists axes over which the
+    tensor holds partial values of a pending reduction (finished later by
+    all_reduce or, fused with a split, reduce_scatter).
+
+    ```mlir
+    #dist.sharding<[[dp], [], [tp]]>
+    #dist.sharding<[[dp], []], partial = sum[tp]>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::ArrayAttr", "axes per dimension">:$dims,
+                        ArrayRefParameter<"::mlir::StringAttr", "partial axes">:$partial,
+                        "::hpc::dist::ReductionKind":$partialKind);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The mesh axes that split dimension `dim`.
+    ::llvm::SmallVector<::llvm::StringRef> axesOf(unsigned dim) const;
+    /// Whether no dimension is split and nothing is partial.
+    bool isReplicated() const;
+  }];
+}
+
+def Dist_TokenType : TypeDef<Dist_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "An in-flight asynchronous collective";
+  let description = [{
+    Returned by a `_start` collective; `dist.wait` completes it and yields
+    the payload, the collective's result (none for `send`).
+
+    ```mlir
+    !dist.token<tensor<4x8xf32>>
+    !dist.token
+    ```
+  }];
+  let parameters = (ins OptionalParameter<"::mlir::Type">:$payload);
+  let assemblyFormat = "(`<` $payload^ `>`)?";
+  let builders = [TypeBuilder<(ins), [{ return $_get($_ctxt, ::mlir::Type()); }]>];
+}
+
+#endif // DIST_DIALECT_TD

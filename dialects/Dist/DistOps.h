@@ -1,0 +1,48 @@
+//===- DistOps.h - the dist dialect ------------------------------*- C++ -*-===//
+//
+// Declares the dist dialect: mesh and sharding attributes, the token type,
+// sharding annotations and collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_DIALECT_DIST_DISTOPS_H
+#define HPC_DIALECT_DIST_DISTOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "Dist/DistDialect.h.inc"
+#include "Dist/DistEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Dist/DistAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "Dist/DistTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "Dist/DistOps.h.inc"
+
+namespace hpc::dist {
+
+/// The mesh of the nearest enclosing op carrying a `dist.mesh` attribute.
+MeshAttr lookupMesh(mlir::Operation *op);
+
+/// Checks `sharding` against a tensor type and a mesh: one entry per
+/// dimension, known and unrepeated axes, divisible dimensions.
+mlir::LogicalResult
+verifySharding(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+               ShardingAttr sharding, mlir::RankedTensorType type,
+               MeshAttr mesh);
+
+/// Product of the sizes of `axes` in `mesh` (the group size of a collective).
+int64_t groupSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
+
+} // namespace hpc::dist
+
+#endif // HPC_DIALECT_DIST_DISTOPS_H

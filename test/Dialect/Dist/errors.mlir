@@ -1,0 +1,314 @@
+// RUN: hpc-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{a mesh needs at least one axis}}
+module attributes {dist.mesh = #dist.mesh<>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' is repeated}}
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, dp = 4 : intra_node>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' must have a positive size, not 0}}
+module attributes {dist.mesh = #dist.mesh<tp = 0 : intra_node>} {}
+
+// -----
+
+// expected-error @+1 {{topology level must be intra_node or inter_node, not 'rack'}}
+module attributes {dist.mesh = #dist.mesh<tp = 2 : rack>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' is used more than once in a sharding}}
+module attributes {s = #dist.sharding<[[tp], [tp]]>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' is used more than once in a sharding}}
+module attributes {s = #dist.sharding<[[tp], []], partial = sum[tp]>} {}
+
+// -----
+
+// expected-error @+1 {{unknown reduction 'mean'}}
+module attributes {s = #dist.sharding<[[], []], partial = mean[tp]>} {}
+
+// -----
+
+func.func @no_mesh(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.annotate' op needs a #dist.mesh in a 'dist.mesh' attribute of an enclosing op (the module)}}
+  %0 = dist.annotate %x : tensor<4xf32> to #dist.sharding<[[]]>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @rank(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    // expected-error @+1 {{'dist.annotate' op sharding has 1 dimension entries for a tensor of rank 2}}
+    %0 = dist.annotate %x : tensor<4x4xf32> to #dist.sharding<[[tp]]>
+    return %0 : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @unknown_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.annotate' op mesh axis 'dp' is not in the mesh #dist.mesh<tp = 4 : intra_node>}}
+    %0 = dist.annotate %x : tensor<4xf32> to #dist.sharding<[[dp]]>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @unknown_partial_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.annotate' op mesh axis 'dp' is not in the mesh}}
+    %0 = dist.annotate %x : tensor<4xf32> to #dist.sharding<[[]], partial = sum[dp]>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_node>} {
+  func.func @indivisible(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
+    // expected-error @+1 {{'dist.annotate' op dimension 0 of size 6 is not divisible by 8 (mesh axes dp, tp)}}
+    %0 = dist.annotate %x : tensor<6x4xf32> to #dist.sharding<[[dp, tp], []]>
+    return %0 : tensor<6x4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @reshard(%x: tensor<6xf32>) -> tensor<6xf32> {
+    // expected-error @+1 {{'dist.reshard' op target dimension 0 of size 6 is not divisible by 4 (mesh axes tp)}}
+    %0 = dist.reshard %x : tensor<6xf32> from #dist.sharding<[[]]> to #dist.sharding<[[tp]]>
+    return %0 : tensor<6xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @reshard_source(%x: tensor<6xf32>) -> tensor<6xf32> {
+    // expected-error @+1 {{'dist.reshard' op source mesh axis 'pp' is not in the mesh}}
+    %0 = dist.reshard %x : tensor<6xf32> from #dist.sharding<[[pp]]> to #dist.sharding<[[]]>
+    return %0 : tensor<6xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @collective_unknown_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op mesh axis 'dp' is not in the mesh}}
+    %0 = dist.all_reduce %x over ["dp"] sum : tensor<4xf32> -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @collective_repeated_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op mesh axis 'tp' is repeated}}
+    %0 = dist.all_reduce %x over ["tp", "tp"] sum : tensor<4xf32> -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @collective_no_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op needs at least one mesh axis}}
+    %0 = dist.all_reduce %x over [] sum : tensor<4xf32> -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @collective_element_type(%x: tensor<4xf32>) -> tensor<4xf16> {
+    // expected-error @+1 {{'dist.all_reduce' op result element type 'f16' differs from the operand's 'f32'}}
+    %0 = dist.all_reduce %x over ["tp"] sum : tensor<4xf32> -> tensor<4xf16>
+    return %0 : tensor<4xf16>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @all_reduce_shape(%x: tensor<4xf32>) -> tensor<8xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op result type 'tensor<8xf32>' does not match the expected 'tensor<4xf32>'}}
+    %0 = dist.all_reduce %x over ["tp"] sum : tensor<4xf32> -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @reduce_scatter_indivisible(%x: tensor<6xf32>) -> tensor<1xf32> {
+    // expected-error @+1 {{'dist.reduce_scatter' op dimension 0 of size 6 is not divisible by the group size 4 (mesh axes tp)}}
+    %0 = dist.reduce_scatter %x over ["tp"] sum dim 0 : tensor<6xf32> -> tensor<1xf32>
+    return %0 : tensor<1xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @reduce_scatter_dim(%x: tensor<8xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{'dist.reduce_scatter' op dim 1 is out of range for rank 1}}
+    %0 = dist.reduce_scatter %x over ["tp"] sum dim 1 : tensor<8xf32> -> tensor<2xf32>
+    return %0 : tensor<2xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @all_gather_shape(%x: tensor<2x3xf32>) -> tensor<2x6xf32> {
+    // expected-error @+1 {{'dist.all_gather' op result type 'tensor<2x6xf32>' does not match the expected 'tensor<2x12xf32>'}}
+    %0 = dist.all_gather %x over ["tp"] dim 1 : tensor<2x3xf32> -> tensor<2x6xf32>
+    return %0 : tensor<2x6xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @all_to_all_split(%x: tensor<2x6xf32>) -> tensor<8x1xf32> {
+    // expected-error @+1 {{'dist.all_to_all' op dimension 1 of size 6 is not divisible by the group size 4 (mesh axes tp)}}
+    %0 = dist.all_to_all %x over ["tp"] split 1 concat 0 : tensor<2x6xf32> -> tensor<8x1xf32>
+    return %0 : tensor<8x1xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @all_to_all_concat(%x: tensor<2x8xf32>) -> tensor<8x2xf32> {
+    // expected-error @+1 {{'dist.all_to_all' op concat dim 2 is out of range for rank 2}}
+    %0 = dist.all_to_all %x over ["tp"] split 1 concat 2 : tensor<2x8xf32> -> tensor<8x2xf32>
+    return %0 : tensor<8x2xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @broadcast_root(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.broadcast' op root 4 is not a rank of the group of 4}}
+    %0 = dist.broadcast %x over ["tp"] root 4 : tensor<4xf32> -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @token_payload(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.all_reduce_start' op token must carry the result tensor type}}
+    %0 = dist.all_reduce_start %x over ["tp"] sum : tensor<4xf32> -> !dist.token
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @token_shape(%x: tensor<8xf32>) {
+    // expected-error @+1 {{'dist.all_gather_start' op result type 'tensor<8xf32>' does not match the expected 'tensor<32xf32>'}}
+    %0 = dist.all_gather_start %x over ["tp"] dim 0 : tensor<8xf32> -> !dist.token<tensor<8xf32>>
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @send_offset(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.send' op offset 4 does not reach another rank along axis 'pp' of size 4}}
+    dist.send %x along "pp" offset 4 : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @send_zero(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.send' op offset 0 does not reach another rank along axis 'pp' of size 4}}
+    dist.send %x along "pp" offset 0 : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @send_axis(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.send' op mesh axis 'tp' is not in the mesh}}
+    dist.send %x along "tp" offset 1 : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @send_start_payload(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.send_start' op token of a send carries no payload}}
+    %t = dist.send_start %x along "pp" offset 1 : tensor<4xf32> -> !dist.token<tensor<4xf32>>
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @recv_axis() -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.recv' op offset -4 does not reach another rank along axis 'pp' of size 4}}
+    %r = dist.recv along "pp" offset -4 : tensor<4xf32>
+    return %r : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @recv_start_payload() {
+    // expected-error @+1 {{'dist.recv_start' op token of a recv must carry the received tensor type}}
+    %t = dist.recv_start along "pp" offset 1 : !dist.token
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @wait_type(%x: tensor<4xf32>) -> tensor<8xf32> {
+    %t = dist.all_reduce_start %x over ["tp"] sum : tensor<4xf32> -> !dist.token<tensor<4xf32>>
+    // expected-error @+1 {{'dist.wait' op result must be the token's payload 'tensor<4xf32>'}}
+    %y = dist.wait %t : !dist.token<tensor<4xf32>> -> tensor<8xf32>
+    return %y : tensor<8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
+  func.func @wait_no_payload(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %t = dist.send_start %x along "pp" offset 1 : tensor<4xf32> -> !dist.token
+    // expected-error @+1 {{'dist.wait' op token carries no payload, so wait has no result}}
+    %y = dist.wait %t : !dist.token -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
