@@ -56,6 +56,20 @@ def HPCFuseComposites : Pass<"hpc-fuse-composites", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::HPCDialect"];
 }
 
+def HPCPrintShardingRules : Pass<"hpc-print-sharding-rules", "mlir::ModuleOp"> {
+  let summary = "Print every hpc op's sharding rule (for tests and debugging)";
+  let description = [{
+    For each hpc op, prints `<op name>: <rule>` to stderr, where the rule is
+    einsum-like: operand dimension lists `->` result dimension lists, each
+    dimension a factor `fN` or `-`, then the reduction and replicated
+    factors.
+
+    ```
+    hpc.matmul: [f0, f2], [f2, f1] -> [f0, f1] reduction{f2}
+    ```
+  }];
+}
+
 def HPCLowerToRuntime : Pass<"hpc-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower func @main of hpc ops to LLVM dialect calls of libhpcrt";
   let description = [{

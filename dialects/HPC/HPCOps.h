@@ -70,6 +70,41 @@ constexpr int64_t kMaxFoldElements = 1 << 16;
 
 } // namespace hpc::detail
 
+namespace hpc {
+
+/// How a factor of a sharding rule may be split.
+enum class FactorKind {
+  /// Splitting it splits the results the same way; no communication.
+  Parallel,
+  /// Only operands carry it; splitting it leaves partial results.
+  Reduction,
+  /// Splitting it needs data from other shards (softmax axis, halo, slice).
+  NeedsReplication,
+};
+
+/// An op's sharding rule (see ShardingRuleInterface): factors with sizes and
+/// kinds, and for every operand and result dimension its factor or -1.
+struct ShardingRule {
+  struct Factor {
+    int64_t size;
+    FactorKind kind;
+  };
+  llvm::SmallVector<Factor> factors;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operandDims, resultDims;
+
+  /// Adds a factor and returns its index.
+  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel) {
+    factors.push_back({size, kind});
+    return factors.size() - 1;
+  }
+  /// Einsum-like text, e.g. "[f0, f2], [f2, f1] -> [f0, f1] reduction{f2}".
+  std::string str() const;
+};
+
+} // namespace hpc
+
+#include "HPC/HPCInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "HPC/HPCOps.h.inc"
 

@@ -12,13 +12,16 @@
 #define HPC_OPS_TD
 
 include "HPCDialect.td"
+include "HPCInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class HPC_Op<string mnemonic, list<Trait> traits = []>
-    : Op<HPC_Dialect, mnemonic, !listconcat([Pure], traits)>;
+    : Op<HPC_Dialect, mnemonic,
+         !listconcat([Pure, DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>],
+                     traits)>;
 
 // Ops whose result types come from a hand-written inferReturnTypes.
 class HPC_InferOp<string mnemonic, list<Trait> traits = []>
