@@ -105,4 +105,146 @@ def HPCLowerToRuntime : Pass<"hpc-lower-to-runtime", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
+def DistPropagate : Pass<"dist-propagate", "mlir::ModuleOp"> {
+  let summary = "Complete the shardings of a program from seeds and presets";
+  let description = [{
+    Decides how every tensor of `func.func @main` is split over the mesh.
+    Seeds come from `dist.annotate` ops, from `shard=NAME=SPEC` (a graph
+    input or weight by name; SPEC gives each dimension's mesh axes, `-` for
+    none, `+` joining several: `input_ids=dp,-`), and from presets on a
+    mesh given as `mesh=dp=2,tp=2`: a `dp` axis splits dimension 0 of every
+    graph input (the batch); a `tp` axis makes contractions with a weight
+    (matmul, gemm, conv) alternate column and row parallelism as in
+    Megatron-LM, and with reshapes this splits attention by heads.
+
+    Shardings flow forward through each op's ShardingRuleInterface; a
+    factor that needs replication takes no axis. Weights and values
+    computed only from weights are held whole by every rank and may take
+    any sharding for free. Each op gets `dist.operand_shardings` and
+    `dist.result_shardings` (a result of a split reduction is partial);
+    `dist-partition` turns them into local shapes and collectives.
+
+    A fused QKV projection split on its output features (split of
+    matmul(+bias) of a weight) is first rewritten into one projection per
+    piece, so column parallelism needs no gather before the split.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Mesh axes NAME=SIZE[:intra|:inter],... (tp, sp and ep default to "
+           "intra-node, others to inter-node); replaces the module's mesh">,
+    ListOption<"shard", "shard", "std::string",
+               "NAME=SPEC sharding seeds for graph inputs and weights">,
+    Option<"presets", "presets", "bool", /*default=*/"true",
+           "Apply the dp/tp presets of the mesh axes">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect"];
+}
+
+def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
+  let summary = "Turn a sharded global program into the per-rank SPMD program";
+  let description = [{
+    Rewrites `func.func @main` (after dist-propagate) into the program every
+    rank runs: local shapes, and before each op the collectives that bring
+    its operands from their current sharding to the one the op needs:
+    partial -> all_reduce (or reduce_scatter when the same axes then split a
+    dimension), split -> whole with all_gather, whole -> split with
+    all_slice (no communication). Graph inputs arrive whole on every rank;
+    graph outputs leave whole.
+
+    It reports the bytes each rank sends per step (ring algorithms:
+    all_reduce 2(g-1)/g of the tensor, all_gather and reduce_scatter (g-1)
+    pieces), as the module attribute `dist.bytes_per_rank` and on stderr.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"true",
+           "Print the communication volume per rank to stderr">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect"];
+}
+
+def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
+  let summary = "Choose a hybrid-parallel training plan with the cost model";
+  let description = [{
+    Extracts the layer sequence of `func.func @main` (repeated blocks,
+    embeddings, heads, mixture-of-experts layers), then searches the plan
+    with the least predicted 1F1B step time on `cluster`: pipeline stages
+    (dynamic program over the layer sequence and equal device sub-meshes),
+    and per stage the data, tensor and sequence parallel degrees, expert
+    parallelism, the ZeRO stage and recomputation; globally the
+    micro-batch. With `mesh`, evaluates a given plan instead. Works on
+    `--shapes-only` imports. docs/search.md and docs/cost-model.md explain
+    the model; the report is a readable table on stderr and, with
+    `report`, a JSON file.
+
+    The plan is attached for dist-partition as discardable attributes: a
+    dictionary `hpc.plan` on the function and `hpc.stage` / `hpc.layer` on
+    every op of it (weights and constants: the stage of their first user).
+
+    ```
+    hpc-opt gpt.onnx --shapes-only \
+      --dist-search="cluster=dgx-a100-80g:128 global-batch=1536 report=plan.json"
+    ```
+    Before:
+    ```mlir
+    func.func @main(%ids: tensor<1x2048xi64>) -> tensor<1x2048x50257xf32> {
+      %w = hpc.weight "wte" : tensor<50257x12288xf32>
+      %x = hpc.gather %w, %ids {axis = 0 : i64} : ...
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<1x2048xi64>) -> tensor<1x2048x50257xf32>
+        attributes {hpc.plan = {devices = 1024 : i64, micro_batch = 8 : i64,
+                    stages = [{dp = 16 : i64, tp = 8 : i64, first_layer = 0,
+                    end_layer = 14, ...}, ...], ...}} {
+      %w = hpc.weight "wte" {hpc.layer = 0 : i64, hpc.stage = 0 : i64} : ...
+    ```
+    Errors (one line, exit status 1): a model that fits no plan (the least
+    memory per device any plan needs), a malformed cluster file (the field
+    path and the reason), a mesh that does not match the cluster.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"dgx-a100-80g:1\"",
+           "PRESET:NODES (dgx-a100-40g, dgx-a100-80g, dgx-h100, h200, "
+           "ascend-910) or a cluster JSON file">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Evaluate this plan instead of searching: dp=N,tp=N,pp=N[,ep=N]"
+           "[,mbs=N][,zero=N][,sp=0|1][,recompute=0|1]">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the plan and its prediction as JSON to this file">,
+    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+           "Samples per optimizer step (default: the IR's batch)">,
+    Option<"microBatch", "micro-batch", "int64_t", /*default=*/"0",
+           "Samples per micro-batch, all DP ranks of a stage together "
+           "(default: searched)">,
+    Option<"memoryLimit", "memory-limit", "std::string", /*default=*/"\"\"",
+           "Usable memory per device, e.g. 40GiB or 38e9 (default: the "
+           "device's capacity less its reserved memory)">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"\"",
+           "Training dtype: bf16, fp16, fp32, tf32, fp8 (default: bf16, or "
+           "fp16 on devices without bf16)">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
+           "adam or sgd (optimizer state memory and update time)">,
+    Option<"zeroStages", "zero", "std::string", /*default=*/"\"0,1,2,3\"",
+           "ZeRO stages the search may use, comma-separated">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
+           "auto, on or off">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"true",
+           "Allow Megatron sequence parallelism">,
+    Option<"expertParallel", "expert-parallel", "bool", /*default=*/"true",
+           "Allow expert parallelism for mixture-of-experts layers">,
+    Option<"maxTP", "max-tp", "int64_t", /*default=*/"0",
+           "Largest tensor-parallel degree (0: no limit)">,
+    Option<"maxStages", "max-stages", "int64_t", /*default=*/"0",
+           "Most pipeline stages (0: no limit)">,
+    Option<"method", "method", "std::string", /*default=*/"\"dp\"",
+           "dp (dynamic program), exhaustive (every stage partition), "
+           "brute-force (every plan; tiny models), grid (Megatron-style)">,
+    Option<"compareGrid", "compare-grid", "bool", /*default=*/"false",
+           "Also run the Megatron-style grid search and report the ratio">,
+    Option<"table", "table", "bool", /*default=*/"true",
+           "Print the plan table on stderr">
+  ];
+  let dependentDialects = ["hpc::HPCDialect"];
+}
+
 #endif // HPC_PASSES_TD

@@ -213,6 +213,12 @@ LogicalResult BroadcastStartOp::verify() {
                           payload(getToken()), getRoot());
 }
 
+LogicalResult AllSliceOp::verify() {
+  // Same shape rule as reduce_scatter: the dimension divides by the group.
+  return verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
+                          getType(), getDim());
+}
+
 /// Point-to-point: the axis exists and the offset reaches another rank.
 static LogicalResult verifyPeer(Operation *op, StringRef axis, int64_t offset) {
   auto mesh = meshFor(op);

@@ -91,6 +91,23 @@ defm Dist_Broadcast : Dist_Collective<"broadcast",
     "Copy the root rank's tensor (index within the group) to all ranks",
     (ins I64Attr:$root), "`root` $root">;
 
+def Dist_AllSliceOp : Dist_Op<"all_slice", [Pure]> {
+  let summary = "Take this rank's piece of a tensor every rank holds whole";
+  let description = [{
+    The inverse of all_gather without communication: dimension `dim` is
+    split into as many pieces as the group has ranks, and each rank keeps
+    the piece at its index in the group.
+
+    ```mlir
+    %y = dist.all_slice %x over ["tp"] dim 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Dist_SendOp : Dist_Op<"send"> {
   let summary = "Send a tensor to the rank `offset` steps along a mesh axis";
   let description = [{

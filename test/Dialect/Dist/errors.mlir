@@ -312,3 +312,13 @@ module attributes {dist.mesh = #dist.mesh<pp = 4 : inter_node>} {
     return %y : tensor<4xf32>
   }
 }
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
+  func.func @all_slice_indivisible(%x: tensor<6xf32>) -> tensor<1xf32> {
+    // expected-error @+1 {{'dist.all_slice' op dimension 0 of size 6 is not divisible by the group size 4 (mesh axes tp)}}
+    %0 = dist.all_slice %x over ["tp"] dim 0 : tensor<6xf32> -> tensor<1xf32>
+    return %0 : tensor<1xf32>
+  }
+}

@@ -1,0 +1,288 @@
+//===- DistPartition.cpp - global program to per-rank SPMD program --------===//
+//
+// Walks @main in order, keeping for every global value its local value and
+// current sharding. Before each op, every operand is resharded to what the
+// op needs (see reshard below); the op then runs on local shapes, with its
+// shape attributes (reshape/expand targets, slice ends, resize sizes)
+// rewritten to the local result shape. Graph inputs arrive whole, outputs
+// leave whole. Weight-derived values are computed whole on every rank and
+// sliced locally where an op needs them split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DistSharding.h"
+#include "hpc/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace hpc {
+#define GEN_PASS_DEF_DISTPARTITION
+#include "passes/Passes.h.inc"
+} // namespace hpc
+
+using namespace mlir;
+using namespace hpc::dist;
+
+namespace {
+
+int64_t bytesOf(RankedTensorType t) {
+  int64_t bits = t.getElementType().isInteger(1) ? 8 : t.getElementTypeBitWidth();
+  return t.getNumElements() * bits / 8;
+}
+
+/// Bytes rank 0 sends in a ring all_reduce of `n` elements over g ranks:
+/// g-1 reduce-scatter steps then g-1 all-gather steps, one chunk each
+/// (chunk i has n/g elements, one more for i < n%g).
+int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes) {
+  auto chunk = [&](int64_t i) { return n / g + (i < n % g ? 1 : 0); };
+  int64_t elements = 0;
+  for (int64_t s = 0; s < g - 1; ++s)
+    elements += chunk(((0 - s) % g + g) % g) + chunk(((1 - s) % g + g) % g);
+  return elements * elementBytes;
+}
+
+struct Local {
+  Value value;
+  Sharding sharding;
+};
+
+struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
+  using Base::Base;
+
+  MeshAttr mesh;
+  llvm::DenseMap<Value, Local> locals;
+  int64_t bytesPerRank = 0;
+  int64_t collectives = 0;
+
+  StringAttr name(StringRef s) { return StringAttr::get(&getContext(), s); }
+
+  ArrayAttr axesAttr(OpBuilder &b, const std::vector<std::string> &axes) {
+    SmallVector<Attribute> a;
+    for (const auto &s : axes)
+      a.push_back(b.getStringAttr(s));
+    return b.getArrayAttr(a);
+  }
+
+  /// Brings `cur` (with sharding `from`) to sharding `to`, inserting
+  /// collectives at the builder's position.
+  Value reshard(OpBuilder &b, Location loc, Value cur, Sharding from, const Sharding &to) {
+    auto type = [&]() { return cast<RankedTensorType>(cur.getType()); };
+    auto withDim = [&](int64_t d, int64_t size) {
+      SmallVector<int64_t> shape(type().getShape());
+      shape[d] = size;
+      return RankedTensorType::get(shape, type().getElementType());
+    };
+    // 1. Pending reductions not kept: reduce_scatter into a dimension that
+    // `to` splits over exactly those axes, else all_reduce.
+    std::vector<std::string> pending;
+    for (const auto &a : from.partial)
+      if (!llvm::is_contained(to.partial, a))
+        pending.push_back(a);
+    if (!pending.empty()) {
+      int64_t g = groupOf(mesh, pending);
+      int64_t scatterDim = -1;
+      for (size_t d = 0; d < to.dims.size(); ++d)
+        if (to.dims[d] == pending && from.dims[d].empty() && type().getDimSize(d) % g == 0)
+          scatterDim = d;
+      ++collectives;
+      if (scatterDim >= 0) {
+        auto out = withDim(scatterDim, type().getDimSize(scatterDim) / g);
+        bytesPerRank += (g - 1) * bytesOf(out);
+        cur = ReduceScatterOp::create(b, loc, out, cur, axesAttr(b, pending),
+                                      ReductionKindAttr::get(&getContext(), ReductionKind::sum),
+                                      b.getI64IntegerAttr(scatterDim), Attribute());
+        from.dims[scatterDim] = pending;
+      } else {
+        bytesPerRank += ringAllReduceBytes(type().getNumElements(), g,
+                                           bytesOf(type()) / std::max<int64_t>(type().getNumElements(), 1));
+        cur = AllReduceOp::create(b, loc, type(), cur, axesAttr(b, pending),
+                                  ReductionKindAttr::get(&getContext(), ReductionKind::sum),
+                                  Attribute());
+      }
+      from.partial.clear();
+    }
+    // 2. Dimensions split differently: gather whole, 3. then slice.
+    for (size_t d = 0; d < from.dims.size(); ++d) {
+      if (from.dims[d].empty() || from.dims[d] == to.dims[d])
+        continue;
+      int64_t g = groupOf(mesh, from.dims[d]);
+      bytesPerRank += (g - 1) * bytesOf(type());
+      ++collectives;
+      cur = AllGatherOp::create(b, loc, withDim(d, type().getDimSize(d) * g), cur,
+                                axesAttr(b, from.dims[d]), b.getI64IntegerAttr(d),
+                                Attribute());
+      from.dims[d].clear();
+    }
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      if (to.dims[d].empty() || from.dims[d] == to.dims[d])
+        continue;
+      int64_t g = groupOf(mesh, to.dims[d]);
+      cur = AllSliceOp::create(b, loc, withDim(d, type().getDimSize(d) / g), cur,
+                               axesAttr(b, to.dims[d]), b.getI64IntegerAttr(d));
+    }
+    return cur;
+  }
+
+  RankedTensorType localType(RankedTensorType global, const Sharding &s) {
+    SmallVector<int64_t> shape(global.getShape());
+    for (size_t d = 0; d < shape.size() && d < s.dims.size(); ++d)
+      shape[d] /= groupOf(mesh, s.dims[d]);
+    return RankedTensorType::get(shape, global.getElementType());
+  }
+
+  /// Rewrites the attributes that hold result shapes for local shapes.
+  void localizeShapeAttrs(Operation *op, RankedTensorType local) {
+    OpBuilder b(op);
+    ArrayRef<int64_t> shape = local.getShape();
+    if (isa<hpc::ReshapeOp, hpc::ExpandOp>(op))
+      op->setAttr("shape", b.getDenseI64ArrayAttr(shape));
+    else if (isa<hpc::ResizeOp>(op))
+      op->setAttr("sizes", b.getDenseI64ArrayAttr(shape));
+    else if (auto slice = dyn_cast<hpc::SliceOp>(op)) {
+      // Split dimensions are whole ranges (slicing needs replication).
+      SmallVector<int64_t> ends(slice.getEnds());
+      auto global = cast<RankedTensorType>(op->getResult(0).getType());
+      for (size_t d = 0; d < ends.size(); ++d)
+        if (shape[d] != global.getDimSize(d))
+          ends[d] = shape[d];
+      op->setAttr("ends", b.getDenseI64ArrayAttr(ends));
+    }
+  }
+
+  LogicalResult partitionOp(Operation *op) {
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto operandAttr = op->getAttrOfType<ArrayAttr>("dist.operand_shardings");
+    auto resultAttr = op->getAttrOfType<ArrayAttr>("dist.result_shardings");
+
+    if (auto annotate = dyn_cast<AnnotateOp>(op)) {
+      Local in = locals.lookup(annotate.getInput());
+      Sharding to = Sharding::fromAttr(annotate.getSharding());
+      locals[annotate.getResult()] = {reshard(b, loc, in.value, in.sharding, to), to};
+      return success();
+    }
+    if (!operandAttr || !resultAttr) {
+      // Weight-derived: whole on every rank, unchanged.
+      for (Value r : op->getResults())
+        locals[r] = {r, Sharding::replicated(cast<RankedTensorType>(r.getType()).getRank())};
+      return success();
+    }
+    SmallVector<Sharding> results;
+    for (Attribute a : resultAttr)
+      results.push_back(Sharding::fromAttr(cast<ShardingAttr>(a)));
+    // Operands to the shardings the op needs.
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      Local in = locals.lookup(operand);
+      if (!in.value)
+        return op->emitOpError("operand ") << i << " was not partitioned";
+      Sharding need = Sharding::fromAttr(cast<ShardingAttr>(operandAttr[i]));
+      op->setOperand(i, reshard(b, loc, in.value, in.sharding, need));
+    }
+    op->removeAttr("dist.operand_shardings");
+    op->removeAttr("dist.result_shardings");
+
+    // gemm adds beta*C after the contraction: with a split reduction, add it
+    // once, after the partial sums are reduced.
+    auto gemm = dyn_cast<hpc::GemmOp>(op);
+    Value gemmC;
+    if (gemm && gemm.getC() && !results[0].partial.empty()) {
+      gemmC = gemm.getC();
+      op->eraseOperand(2);
+    }
+
+    SmallVector<RankedTensorType> expected;
+    for (auto [r, result] : llvm::enumerate(op->getResults()))
+      expected.push_back(localType(cast<RankedTensorType>(result.getType()), results[r]));
+    localizeShapeAttrs(op, expected[0]);
+    auto infer = dyn_cast<InferTypeOpInterface>(op);
+    SmallVector<Type> inferred;
+    if (!infer ||
+        failed(infer.inferReturnTypes(ctx, loc, op->getOperands(), op->getRawDictionaryAttrs(),
+                                      op->getPropertiesStorage(), op->getRegions(), inferred)))
+      return op->emitOpError("cannot compute its local result types");
+    for (auto [r, result] : llvm::enumerate(op->getResults())) {
+      if (inferred[r] != expected[r])
+        return op->emitOpError("local result type ")
+               << inferred[r] << " differs from the planned " << expected[r];
+      result.setType(inferred[r]);
+      locals[result] = {result, results[r]};
+    }
+    if (gemmC) {
+      b.setInsertionPointAfter(op);
+      Value reduced = reshard(b, loc, op->getResult(0), results[0],
+                              Sharding{results[0].dims, {}});
+      Sharding cSharding = results[0];
+      cSharding.partial.clear();
+      // C broadcasts: its own dims follow the result's trailing dims.
+      auto ct = cast<RankedTensorType>(gemmC.getType());
+      Sharding cNeed = Sharding::replicated(ct.getRank());
+      for (int64_t d = 0; d < ct.getRank(); ++d) {
+        int64_t r = 2 - ct.getRank() + d;
+        if (ct.getDimSize(d) != 1)
+          cNeed.dims[d] = cSharding.dims[r];
+      }
+      Local c = locals.lookup(gemmC);
+      Value cLocal = reshard(b, loc, c.value, c.sharding, cNeed);
+      double beta = gemm.getBeta().convertToDouble();
+      if (beta != 1.0) {
+        auto ctl = cast<RankedTensorType>(cLocal.getType());
+        Value scale = hpc::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(RankedTensorType::get({}, ctl.getElementType()),
+                                           b.getFloatAttr(ctl.getElementType(), beta)));
+        cLocal = hpc::MulOp::create(b, loc, ctl, cLocal, scale);
+      }
+      Value sum = hpc::AddOp::create(b, loc, reduced.getType(), reduced, cLocal);
+      op->getResult(0).replaceAllUsesExcept(sum, reduced.getDefiningOp());
+      // Later ops now use `sum` directly; it is already local.
+      locals[sum] = {sum, cSharding};
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    mesh = module->getAttrOfType<MeshAttr>("dist.mesh");
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!mesh || !func) {
+      module.emitError("dist-partition needs a 'dist.mesh' module attribute and "
+                       "func.func @main (run dist-propagate first)");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+    for (BlockArgument arg : body.getArguments())
+      locals[arg] = {arg, Sharding::replicated(cast<RankedTensorType>(arg.getType()).getRank())};
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        OpBuilder b(ret);
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          Local l = locals.lookup(v);
+          auto rank = cast<RankedTensorType>(v.getType()).getRank();
+          ret.setOperand(i, reshard(b, ret.getLoc(), l.value, l.sharding,
+                                    Sharding::replicated(rank)));
+        }
+        continue;
+      }
+      if (failed(partitionOp(op)))
+        return signalPassFailure();
+    }
+    // Annotations have done their work.
+    for (Operation *op : ops)
+      if (auto annotate = dyn_cast<AnnotateOp>(op)) {
+        annotate.getResult().replaceAllUsesWith(locals.lookup(annotate.getResult()).value);
+        annotate.erase();
+      }
+    module->setAttr("dist.bytes_per_rank",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64), bytesPerRank));
+    if (report)
+      llvm::errs() << "dist-partition: each rank sends " << bytesPerRank
+                   << " bytes per step in " << collectives << " collectives on mesh "
+                   << mesh << "\n";
+  }
+};
+
+} // namespace

@@ -1,0 +1,79 @@
+//===- DistSharding.h - shardings as values, shared by dist passes -*- C++ -*-===//
+//
+// A plain-value form of #dist.sharding that the propagation and partitioning
+// passes edit, with conversions to and from the attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_PASSES_DISTSHARDING_H
+#define HPC_PASSES_DISTSHARDING_H
+
+#include "Dist/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <string>
+#include <vector>
+
+namespace hpc::dist {
+
+struct Sharding {
+  /// Mesh axes per tensor dimension, major to minor.
+  std::vector<std::vector<std::string>> dims;
+  /// Axes holding partial sums.
+  std::vector<std::string> partial;
+
+  static Sharding replicated(int64_t rank) {
+    Sharding s;
+    s.dims.resize(rank);
+    return s;
+  }
+  static Sharding fromAttr(ShardingAttr attr) {
+    Sharding s;
+    for (unsigned d = 0; d < attr.getDims().size(); ++d) {
+      s.dims.emplace_back();
+      for (llvm::StringRef a : attr.axesOf(d))
+        s.dims.back().push_back(a.str());
+    }
+    for (mlir::StringAttr a : attr.getPartial())
+      s.partial.push_back(a.str());
+    return s;
+  }
+  ShardingAttr toAttr(mlir::MLIRContext *ctx) const {
+    mlir::Builder b(ctx);
+    llvm::SmallVector<mlir::ArrayAttr> d;
+    for (const auto &axes : dims) {
+      llvm::SmallVector<mlir::Attribute> names;
+      for (const auto &a : axes)
+        names.push_back(b.getStringAttr(a));
+      d.push_back(b.getArrayAttr(names));
+    }
+    llvm::SmallVector<mlir::StringAttr> p;
+    for (const auto &a : partial)
+      p.push_back(b.getStringAttr(a));
+    return ShardingAttr::get(ctx, d, p, ReductionKind::sum);
+  }
+  bool operator==(const Sharding &o) const {
+    return dims == o.dims && partial == o.partial;
+  }
+  bool isReplicated() const {
+    if (!partial.empty())
+      return false;
+    for (const auto &a : dims)
+      if (!a.empty())
+        return false;
+    return true;
+  }
+};
+
+/// Product of the sizes of `axes` in `mesh`.
+inline int64_t groupOf(MeshAttr mesh, const std::vector<std::string> &axes) {
+  int64_t g = 1;
+  for (const auto &a : axes)
+    g *= mesh.getSizes()[mesh.axisIndex(a)];
+  return g;
+}
+
+} // namespace hpc::dist
+
+#endif // HPC_PASSES_DISTSHARDING_H
