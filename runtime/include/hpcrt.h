@@ -71,6 +71,51 @@
  *   section, as 16 lowercase hex digits; the runtime checks both the
  *   metadata and the data against the manifest.
  *
+ * How libhpcrt reads the points above (where this header left a choice)
+ * ---------------------------------------------------------------------
+ *   - Optional attributes: each takes its alphabetical place like any other;
+ *     the flag goes to iattrs, the value (when present) to its own array.
+ *     hpc.clip: iattrs = {has_max, has_min}, fattrs = {max?, min?}.
+ *   - Variadic ops: hpc.concat has as many operands, hpc.split as many
+ *     results, as the op has; n_operands/n_results give the count.
+ *   - "weights" absent or null: the model has no weights file. "bytes" is
+ *     the size of the data section (file size - 8 - header size) and must
+ *     match exactly. "file" is resolved against the directory of the
+ *     executable unless it is absolute (or --weights FILE is given). The
+ *     data section is used in place (mmap) when 8 + header size is a
+ *     multiple of 64 (pad the JSON header with spaces, as safetensors
+ *     allows), otherwise it is copied once. Tensor offsets should be
+ *     multiples of 64 (at least of the element size). Per-tensor entries
+ *     of the safetensors header are not read; the manifest is the truth.
+ *   - The arena is 64-byte aligned and exactly arena_bytes long; offsets
+ *     should be multiples of 64 (at least of the element size). Results are
+ *     always arena tensors. The high-water mark is the largest
+ *     offset + bytes of any result a kernel writes.
+ *   - "inputs"[i].tensor is the tensor of region "input" with index i.
+ *   - "ops" is optional; when present, ops[op].name must be "hpc." +
+ *     mnemonic of the kernel called with that op index (checked).
+ *   - A result may share storage with an operand (same offset, same size)
+ *     only for the elementwise kernels (unary ops, clip, binary ops, where,
+ *     cast between equal-size types) and scatter_elements; every other
+ *     kernel needs results disjoint from its operands.
+ *   - Errors inside a kernel (an index out of range, shapes that do not
+ *     match the attributes) do not unwind into the compiled code: the
+ *     kernel records the first error in the context and returns, later
+ *     kernels do nothing, and the driver reports the error after
+ *     hpc_program_run returns. Compiled code never checks anything.
+ *   - Semantics the .td leaves open: integer division and remainder by
+ *     zero give 0 (INT_MIN / -1 wraps to INT_MIN); integer arithmetic
+ *     wraps; float -> integer cast truncates, NaN and out-of-range values
+ *     give what x86 code gives (the low bits of INT32_MIN/INT64_MIN);
+ *     f32 -> f16/bf16 rounds to nearest even; max/min/reduce_max/min
+ *     propagate NaN; top_k returns sorted results even with sorted = 0
+ *     (ties: lower index first, NaN above every number); one_hot gives an
+ *     all-off row for an index outside [-depth, depth); resize
+ *     align_corners uses scale * input length for the resized length, as
+ *     the ONNX reference does; conv_transpose accepts negative pads (an
+ *     output_shape larger than the natural size). f16 and bf16 compute in
+ *     float.
+ *
  *===----------------------------------------------------------------------===*/
 
 #ifndef HPCRT_H

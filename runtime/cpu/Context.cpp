@@ -1,0 +1,541 @@
+//===- Context.cpp - manifest, weights, arena, trace ------------------------===//
+//
+// Parses the manifest the compiler embeds (hpc_manifest), maps and checks the
+// safetensors weights, allocates the arena, resolves tensor ids to pointers,
+// and keeps the bookkeeping of a run (high-water mark, trace, first error).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Context.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using json = nlohmann::json;
+
+namespace hpcrt {
+
+void fail(const std::string &message) { throw Error(message); }
+
+size_t dtypeSize(int dtype) {
+  switch (dtype) {
+  case HPCRT_BOOL:
+  case HPCRT_U8:
+  case HPCRT_I8:
+    return 1;
+  case HPCRT_U16:
+  case HPCRT_I16:
+  case HPCRT_F16:
+  case HPCRT_BF16:
+    return 2;
+  case HPCRT_F32:
+  case HPCRT_I32:
+  case HPCRT_U32:
+    return 4;
+  case HPCRT_F64:
+  case HPCRT_I64:
+  case HPCRT_U64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+std::string dtypeName(int dtype) {
+  switch (dtype) {
+  case HPCRT_F32: return "f32";
+  case HPCRT_U8: return "u8";
+  case HPCRT_I8: return "i8";
+  case HPCRT_U16: return "u16";
+  case HPCRT_I16: return "i16";
+  case HPCRT_I32: return "i32";
+  case HPCRT_I64: return "i64";
+  case HPCRT_BOOL: return "bool";
+  case HPCRT_F16: return "f16";
+  case HPCRT_F64: return "f64";
+  case HPCRT_U32: return "u32";
+  case HPCRT_U64: return "u64";
+  case HPCRT_BF16: return "bf16";
+  default: return "dtype(" + std::to_string(dtype) + ")";
+  }
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t numElements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Buffer::Buffer(size_t bytes) : size_(bytes) {
+  if (bytes == 0)
+    return;
+  if (posix_memalign(&data_, 64, bytes) != 0) {
+    data_ = nullptr;
+    fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+  }
+}
+Buffer::Buffer(Buffer &&o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+Buffer &Buffer::operator=(Buffer &&o) noexcept {
+  if (this != &o) {
+    free(data_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+Buffer::~Buffer() { free(data_); }
+
+std::string executableDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+}
+
+uint64_t parseHash(const std::string &hex, const std::string &what) {
+  if (hex.size() != 16)
+    fail(what + ": hash '" + hex + "' is not 16 hex digits");
+  uint64_t v = 0;
+  for (char c : hex) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else fail(what + ": hash '" + hex + "' is not 16 hex digits");
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+std::string hashString(uint64_t hash) {
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash));
+  return buf;
+}
+
+} // namespace hpcrt
+
+using namespace hpcrt;
+
+extern "C" uint64_t hpcrt_hash64(const void *data, size_t bytes) {
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const uint64_t prime = 0x100000001b3ULL;
+  size_t words = bytes / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8); // x86-64 is little-endian
+    h ^= w;
+    h *= prime;
+  }
+  size_t tail = bytes % 8;
+  if (tail) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < tail; ++i)
+      w |= static_cast<uint64_t>(p[8 * words + i]) << (8 * i);
+    h ^= w;
+    h *= prime;
+  }
+  return h ^ static_cast<uint64_t>(bytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Manifest
+//===----------------------------------------------------------------------===//
+
+namespace {
+const json &field(const json &obj, const char *key, const std::string &where) {
+  if (!obj.is_object())
+    fail("manifest: " + where + " is not an object");
+  auto it = obj.find(key);
+  if (it == obj.end())
+    fail("manifest: " + where + " has no \"" + key + "\"");
+  return *it;
+}
+int64_t intField(const json &obj, const char *key, const std::string &where) {
+  const json &v = field(obj, key, where);
+  if (!v.is_number_integer())
+    fail("manifest: " + where + ".\"" + key + "\" is not an integer");
+  return v.get<int64_t>();
+}
+std::string strField(const json &obj, const char *key, const std::string &where) {
+  const json &v = field(obj, key, where);
+  if (!v.is_string())
+    fail("manifest: " + where + ".\"" + key + "\" is not a string");
+  return v.get<std::string>();
+}
+} // namespace
+
+hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
+  epochUs_ = nowUs();
+  json m;
+  try {
+    m = json::parse(manifestJson);
+  } catch (const json::exception &e) {
+    fail(std::string("manifest: invalid JSON: ") + e.what());
+  }
+  try {
+    if (!m.is_object())
+      fail("manifest: not a JSON object");
+    int64_t version = intField(m, "version", "manifest");
+    if (version != 1)
+      fail("manifest: version " + std::to_string(version) +
+           " is not supported (this runtime reads version 1)");
+    if (m.contains("model") && m["model"].is_string())
+      model_ = m["model"].get<std::string>();
+    int64_t arena = intField(m, "arena_bytes", "manifest");
+    if (arena < 0)
+      fail("manifest: arena_bytes is negative");
+    arenaBytes_ = static_cast<uint64_t>(arena);
+
+    auto wit = m.find("weights");
+    if (wit != m.end() && !wit->is_null()) {
+      hasWeights_ = true;
+      weightsFile_ = strField(*wit, "file", "weights");
+      int64_t b = intField(*wit, "bytes", "weights");
+      if (b < 0)
+        fail("manifest: weights.bytes is negative");
+      weightsBytes_ = static_cast<uint64_t>(b);
+      weightsHash_ = parseHash(strField(*wit, "hash", "weights"), "manifest weights");
+    }
+
+    const json &tensors = field(m, "tensors", "manifest");
+    if (!tensors.is_array())
+      fail("manifest: \"tensors\" is not an array");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::string where = "tensors[" + std::to_string(i) + "]";
+      const json &t = tensors[i];
+      Tensor x;
+      x.dtype = static_cast<int>(intField(t, "dtype", where));
+      if (dtypeSize(x.dtype) == 0)
+        fail("manifest: " + where + " has unsupported dtype " + std::to_string(x.dtype));
+      const json &shape = field(t, "shape", where);
+      if (!shape.is_array())
+        fail("manifest: " + where + ".shape is not an array");
+      for (const json &d : shape) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          fail("manifest: " + where + ".shape has a negative or non-integer dimension");
+        x.shape.push_back(d.get<int64_t>());
+      }
+      x.numel = numElements(x.shape);
+      x.bytes = static_cast<size_t>(x.numel) * dtypeSize(x.dtype);
+      std::string region = strField(t, "region", where);
+      if (region == "input") {
+        x.region = Region::Input;
+        x.index = intField(t, "index", where);
+      } else if (region == "arena" || region == "weights") {
+        x.region = region == "arena" ? Region::Arena : Region::Weights;
+        x.offset = intField(t, "offset", where);
+        if (x.offset < 0)
+          fail("manifest: " + where + " has a negative offset");
+        uint64_t end = static_cast<uint64_t>(x.offset) + x.bytes;
+        if (x.region == Region::Arena && end > arenaBytes_)
+          fail("manifest: " + where + " ends at byte " + std::to_string(end) +
+               ", beyond arena_bytes " + std::to_string(arenaBytes_));
+        if (x.region == Region::Weights) {
+          if (!hasWeights_)
+            fail("manifest: " + where + " is in the weights but there is no \"weights\"");
+          if (end > weightsBytes_)
+            fail("manifest: " + where + " ends at byte " + std::to_string(end) +
+                 ", beyond the weights' " + std::to_string(weightsBytes_) + " bytes");
+        }
+      } else {
+        fail("manifest: " + where + " has unknown region '" + region + "'");
+      }
+      tensors_.push_back(std::move(x));
+    }
+
+    auto readList = [&](const char *key, std::vector<NamedTensor> &out) {
+      const json &list = field(m, key, "manifest");
+      if (!list.is_array())
+        fail(std::string("manifest: \"") + key + "\" is not an array");
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+        NamedTensor n;
+        n.name = strField(list[i], "name", where);
+        int64_t id = intField(list[i], "tensor", where);
+        if (id < 0 || id >= static_cast<int64_t>(tensors_.size()))
+          fail("manifest: " + where + " names tensor " + std::to_string(id) +
+               ", not in the table");
+        n.tensor = static_cast<int>(id);
+        out.push_back(std::move(n));
+      }
+    };
+    readList("inputs", inputs_);
+    readList("outputs", outputs_);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const Tensor &t = tensors_[inputs_[i].tensor];
+      if (t.region != Region::Input || t.index != static_cast<int64_t>(i))
+        fail("manifest: inputs[" + std::to_string(i) + "] ('" + inputs_[i].name +
+             "') is not the tensor of region input, index " + std::to_string(i));
+    }
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (tensors_[i].region == Region::Input &&
+          (tensors_[i].index < 0 ||
+           tensors_[i].index >= static_cast<int64_t>(inputs_.size())))
+        fail("manifest: tensors[" + std::to_string(i) + "] has input index " +
+             std::to_string(tensors_[i].index) + ", but there are " +
+             std::to_string(inputs_.size()) + " inputs");
+
+    auto oit = m.find("ops");
+    if (oit != m.end()) {
+      if (!oit->is_array())
+        fail("manifest: \"ops\" is not an array");
+      for (size_t i = 0; i < oit->size(); ++i) {
+        std::string where = "ops[" + std::to_string(i) + "]";
+        OpInfo op;
+        op.name = strField((*oit)[i], "name", where);
+        if ((*oit)[i].contains("loc") && (*oit)[i]["loc"].is_string())
+          op.loc = (*oit)[i]["loc"].get<std::string>();
+        ops_.push_back(std::move(op));
+      }
+    }
+  } catch (const json::exception &e) {
+    fail(std::string("manifest: ") + e.what());
+  }
+  inputBuffers_.resize(inputs_.size());
+  inputBound_.assign(inputs_.size(), false);
+}
+
+hpcrt_ctx::~hpcrt_ctx() {
+  if (mapBase_)
+    munmap(mapBase_, mapBytes_);
+}
+
+Tensor &hpcrt_ctx::tensor(int id) {
+  if (id < 0 || static_cast<size_t>(id) >= tensors_.size())
+    fail("tensor id " + std::to_string(id) + " is not in the manifest's table of " +
+         std::to_string(tensors_.size()));
+  return tensors_[id];
+}
+const Tensor &hpcrt_ctx::tensor(int id) const {
+  return const_cast<hpcrt_ctx *>(this)->tensor(id);
+}
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+void hpcrt_ctx::checkWeights(const uint8_t *data, size_t bytes,
+                             const std::string &what) {
+  if (!hasWeights_)
+    fail(what + ": the model has no weights");
+  if (bytes != weightsBytes_)
+    fail(what + ": data section has " + std::to_string(bytes) +
+         " bytes, the model expects " + std::to_string(weightsBytes_));
+  uint64_t h = hpcrt_hash64(data, bytes);
+  if (h != weightsHash_)
+    fail(what + ": data hash " + hashString(h) + " does not match the model's " +
+         hashString(weightsHash_) + " (weights of another build?)");
+}
+
+void hpcrt_ctx::setWeightsData(const void *data, size_t bytes) {
+  checkWeights(static_cast<const uint8_t *>(data), bytes, "weights");
+  weightsData_ = static_cast<const uint8_t *>(data);
+  weightsDataBytes_ = bytes;
+}
+
+void hpcrt_ctx::loadWeightsFile(const std::string &path) {
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fail(path + ": cannot open weights file: " + strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    fail(path + ": not a regular file");
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void *base = nullptr;
+  if (size > 0) {
+    base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      close(fd);
+      fail(path + ": cannot map weights file: " + strerror(errno));
+    }
+  }
+  close(fd);
+  if (mapBase_)
+    munmap(mapBase_, mapBytes_);
+  mapBase_ = base;
+  mapBytes_ = size;
+  const uint8_t *p = static_cast<const uint8_t *>(base);
+
+  if (size < 8)
+    fail(path + ": not a safetensors file (shorter than its 8-byte header size)");
+  uint64_t headerBytes = 0;
+  for (int i = 0; i < 8; ++i)
+    headerBytes |= static_cast<uint64_t>(p[i]) << (8 * i);
+  if (headerBytes > size - 8)
+    fail(path + ": not a safetensors file (header size " +
+         std::to_string(headerBytes) + " exceeds the file)");
+  json header;
+  try {
+    header = json::parse(p + 8, p + 8 + headerBytes);
+  } catch (const json::exception &) {
+    fail(path + ": not a safetensors file (header is not JSON)");
+  }
+  if (!header.is_object())
+    fail(path + ": not a safetensors file (header is not a JSON object)");
+  auto meta = header.find("__metadata__");
+  if (meta == header.end() || !meta->is_object() || !meta->contains("hpc_hash") ||
+      !(*meta)["hpc_hash"].is_string())
+    fail(path + ": safetensors header has no __metadata__.hpc_hash");
+  std::string metaHash = (*meta)["hpc_hash"].get<std::string>();
+  if (parseHash(metaHash, path) != weightsHash_)
+    fail(path + ": hpc_hash " + metaHash + " does not match the model's " +
+         hashString(weightsHash_) + " (weights of another build?)");
+
+  size_t dataOffset = 8 + static_cast<size_t>(headerBytes);
+  const uint8_t *data = p + dataOffset;
+  size_t dataBytes = size - dataOffset;
+  checkWeights(data, dataBytes, path);
+  if (dataOffset % 64 != 0 && dataBytes > 0) {
+    // Kernels expect naturally aligned data: copy when the header size does
+    // not leave the data section aligned.
+    weightsCopy_ = Buffer(dataBytes);
+    memcpy(weightsCopy_.data(), data, dataBytes);
+    data = static_cast<const uint8_t *>(weightsCopy_.data());
+    munmap(mapBase_, mapBytes_);
+    mapBase_ = nullptr;
+    mapBytes_ = 0;
+  }
+  weightsData_ = data;
+  weightsDataBytes_ = dataBytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs, arena, resolution
+//===----------------------------------------------------------------------===//
+
+void hpcrt_ctx::bindInput(size_t i, int dtype, const std::vector<int64_t> &shape,
+                          const void *data, size_t bytes) {
+  if (i >= inputs_.size())
+    fail("input number " + std::to_string(i) + " does not exist");
+  const Tensor &t = tensors_[inputs_[i].tensor];
+  if (dtype != t.dtype || shape != t.shape)
+    fail("input '" + inputs_[i].name + "': expected " + dtypeName(t.dtype) + " " +
+         shapeString(t.shape) + ", got " + dtypeName(dtype) + " " + shapeString(shape));
+  if (bytes != t.bytes)
+    fail("input '" + inputs_[i].name + "': expected " + std::to_string(t.bytes) +
+         " bytes of data, got " + std::to_string(bytes));
+  Buffer b(bytes);
+  if (bytes)
+    memcpy(b.data(), data, bytes);
+  inputBuffers_[i] = std::move(b);
+  inputBound_[i] = true;
+  if (prepared_)
+    for (Tensor &x : tensors_)
+      if (x.region == Region::Input && x.index == static_cast<int64_t>(i))
+        x.data = inputBuffers_[i].data();
+}
+
+void hpcrt_ctx::prepare() {
+  bool needWeights = false;
+  for (const Tensor &t : tensors_)
+    if (t.region == Region::Weights && t.bytes > 0)
+      needWeights = true;
+  if (needWeights && !weightsData_)
+    fail("weights: not loaded");
+  if (!prepared_) {
+    arena_ = Buffer(arenaBytes_);
+    if (arenaBytes_)
+      memset(arena_.data(), 0, arenaBytes_);
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (!inputBound_[i]) {
+      const Tensor &t = tensors_[inputs_[i].tensor];
+      inputBuffers_[i] = Buffer(t.bytes);
+      if (t.bytes)
+        memset(inputBuffers_[i].data(), 0, t.bytes);
+      inputBound_[i] = true;
+    }
+  for (Tensor &t : tensors_) {
+    switch (t.region) {
+    case Region::Input:
+      t.data = inputBuffers_[t.index].data();
+      break;
+    case Region::Arena:
+      t.data = static_cast<uint8_t *>(arena_.data()) + t.offset;
+      break;
+    case Region::Weights:
+      t.data = const_cast<uint8_t *>(weightsData_) + t.offset;
+      break;
+    }
+  }
+  prepared_ = true;
+}
+
+//===----------------------------------------------------------------------===//
+// Bookkeeping
+//===----------------------------------------------------------------------===//
+
+void hpcrt_ctx::noteWrite(const Tensor &t) {
+  if (t.region == Region::Arena)
+    highWater_ = std::max<uint64_t>(highWater_, static_cast<uint64_t>(t.offset) + t.bytes);
+}
+
+double hpcrt_ctx::nowUs() const {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count() -
+         epochUs_;
+}
+
+void hpcrt_ctx::addTrace(int op, double startUs, double durationUs) {
+  if (trace_.size() < 4000000)
+    trace_.push_back({op, run_, startUs, durationUs});
+}
+
+void hpcrt_ctx::writeTrace(const std::string &path) const {
+  std::ofstream f(path, std::ios::binary);
+  if (!f)
+    fail(path + ": cannot write trace file");
+  f << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  for (const TraceEvent &e : trace_) {
+    json ev;
+    bool known = e.op >= 0 && static_cast<size_t>(e.op) < ops_.size();
+    ev["name"] = known ? ops_[e.op].name : "op " + std::to_string(e.op);
+    ev["ph"] = "X";
+    ev["ts"] = e.startUs;
+    ev["dur"] = e.durationUs;
+    ev["pid"] = 0;
+    ev["tid"] = 0;
+    ev["args"] = {{"loc", known ? ops_[e.op].loc : std::string()},
+                  {"op", e.op},
+                  {"run", e.run}};
+    f << (first ? "" : ",\n") << ev.dump(-1, ' ', false, json::error_handler_t::replace);
+    first = false;
+  }
+  f << "\n]}\n";
+  if (!f)
+    fail(path + ": cannot write trace file");
+}

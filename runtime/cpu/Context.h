@@ -1,0 +1,196 @@
+//===- Context.h - the CPU runtime's execution context ----------*- C++ -*-===//
+//
+// The state behind the opaque `hpcrt_ctx` of hpcrt.h: the manifest's tensor
+// table, the weights (memory-mapped safetensors, or bytes a test hands in),
+// the arena, the bound inputs, the arena high-water mark, the Chrome trace and
+// the first kernel error. The compiled program only calls kernels; everything
+// else (parsing, binding, reporting) is driven by Main.cpp or by a test.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_CPU_CONTEXT_H
+#define HPCRT_CPU_CONTEXT_H
+
+#include "hpcrt.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hpcrt {
+
+/// Every error a user or a malformed program can cause: one line of text,
+/// printed by the driver as `<prog>: error: <what>`.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(const std::string &message);
+
+/// Bytes per element of a dtype code; 0 for codes the runtime does not know.
+size_t dtypeSize(int dtype);
+/// A short name ("f32", "i64", "bool", ...); "dtype(<code>)" when unknown.
+std::string dtypeName(int dtype);
+/// "[1, 3, 224, 224]".
+std::string shapeString(const std::vector<int64_t> &shape);
+int64_t numElements(const std::vector<int64_t> &shape);
+
+enum class Region { Input, Arena, Weights };
+
+/// One entry of the manifest's tensor table, resolved to memory.
+struct Tensor {
+  int dtype = 0;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  size_t bytes = 0;
+  Region region = Region::Arena;
+  int64_t index = 0;  ///< input number (Region::Input)
+  int64_t offset = 0; ///< byte offset (Region::Arena, Region::Weights)
+  void *data = nullptr;
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+struct NamedTensor {
+  std::string name;
+  int tensor = 0;
+};
+
+struct OpInfo {
+  std::string name; ///< "hpc.matmul"
+  std::string loc;  ///< the ONNX node name (or another source location)
+};
+
+/// A 64-byte aligned heap buffer.
+class Buffer {
+public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  Buffer(Buffer &&other) noexcept;
+  Buffer &operator=(Buffer &&other) noexcept;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer();
+  void *data() const { return data_; }
+  size_t size() const { return size_; }
+
+private:
+  void *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct TraceEvent {
+  int32_t op;
+  int32_t run;
+  double startUs;
+  double durationUs;
+};
+
+} // namespace hpcrt
+
+/// The execution context (hpcrt::Context).
+struct hpcrt_ctx {
+public:
+  /// Parses and validates a manifest (throws hpcrt::Error).
+  explicit hpcrt_ctx(const std::string &manifestJson);
+  ~hpcrt_ctx();
+  hpcrt_ctx(const hpcrt_ctx &) = delete;
+  hpcrt_ctx &operator=(const hpcrt_ctx &) = delete;
+
+  // --- manifest ---------------------------------------------------------
+  const std::string &model() const { return model_; }
+  uint64_t arenaBytes() const { return arenaBytes_; }
+  bool hasWeights() const { return hasWeights_; }
+  const std::string &weightsFile() const { return weightsFile_; }
+  uint64_t weightsBytes() const { return weightsBytes_; }
+  uint64_t weightsHash() const { return weightsHash_; }
+  const std::vector<hpcrt::NamedTensor> &inputList() const { return inputs_; }
+  const std::vector<hpcrt::NamedTensor> &outputList() const { return outputs_; }
+  const std::vector<hpcrt::OpInfo> &ops() const { return ops_; }
+  size_t numTensors() const { return tensors_.size(); }
+  hpcrt::Tensor &tensor(int id);
+  const hpcrt::Tensor &tensor(int id) const;
+
+  // --- setup (in this order: weights, inputs, prepare) -------------------
+  /// Maps a safetensors file and checks its hpc_hash and data hash.
+  void loadWeightsFile(const std::string &path);
+  /// Uses `bytes` bytes at `data` as the weights data section (not copied;
+  /// must outlive the context); checks size and hash against the manifest.
+  void setWeightsData(const void *data, size_t bytes);
+  /// Copies an input's data (its dtype and shape must be the manifest's).
+  void bindInput(size_t inputNumber, int dtype,
+                 const std::vector<int64_t> &shape, const void *data,
+                 size_t bytes);
+  /// Allocates the arena and resolves every tensor to a pointer. Inputs not
+  /// bound yet get a zeroed buffer (tests); the driver checks binding first.
+  void prepare();
+  bool prepared() const { return prepared_; }
+
+  // --- execution ----------------------------------------------------------
+  /// Kernel bookkeeping (Kernel.h's dispatch calls these).
+  void noteWrite(const hpcrt::Tensor &t);
+  uint64_t highWater() const { return highWater_; }
+  void setTracing(bool on) { tracing_ = on; }
+  bool tracing() const { return tracing_; }
+  void beginRun() { ++run_; }
+  void addTrace(int op, double startUs, double durationUs);
+  const std::vector<hpcrt::TraceEvent> &trace() const { return trace_; }
+  /// Writes the Chrome trace (JSON object format) to `path`.
+  void writeTrace(const std::string &path) const;
+  double nowUs() const;
+
+  /// The first kernel error; kernels after it do nothing.
+  bool failed() const { return !error_.empty(); }
+  const std::string &error() const { return error_; }
+  void setError(const std::string &message) {
+    if (error_.empty())
+      error_ = message;
+  }
+  void clearError() { error_.clear(); }
+
+private:
+  std::string model_;
+  uint64_t arenaBytes_ = 0;
+  bool hasWeights_ = false;
+  std::string weightsFile_;
+  uint64_t weightsBytes_ = 0;
+  uint64_t weightsHash_ = 0;
+  std::vector<hpcrt::NamedTensor> inputs_, outputs_;
+  std::vector<hpcrt::Tensor> tensors_;
+  std::vector<hpcrt::OpInfo> ops_;
+
+  const uint8_t *weightsData_ = nullptr;
+  size_t weightsDataBytes_ = 0;
+  void *mapBase_ = nullptr;
+  size_t mapBytes_ = 0;
+  hpcrt::Buffer weightsCopy_;
+  hpcrt::Buffer arena_;
+  std::vector<hpcrt::Buffer> inputBuffers_;
+  std::vector<bool> inputBound_;
+  bool prepared_ = false;
+
+  uint64_t highWater_ = 0;
+  bool tracing_ = false;
+  int32_t run_ = 0;
+  std::vector<hpcrt::TraceEvent> trace_;
+  double epochUs_ = 0;
+  std::string error_;
+
+  void checkWeights(const uint8_t *data, size_t bytes, const std::string &what);
+};
+
+namespace hpcrt {
+using Context = ::hpcrt_ctx;
+
+/// The directory of the running executable (/proc/self/exe), "." if unknown.
+std::string executableDir();
+/// Parses 16 hex digits (throws Error naming `what`).
+uint64_t parseHash(const std::string &hex, const std::string &what);
+std::string hashString(uint64_t hash);
+} // namespace hpcrt
+
+#endif // HPCRT_CPU_CONTEXT_H

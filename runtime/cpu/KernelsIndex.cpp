@@ -1,0 +1,252 @@
+//===- KernelsIndex.cpp - gather, gather/scatter_elements, one_hot, top_k --===//
+//
+// Indices may be any integer dtype and may be negative (counting from the
+// end); an index out of range is a kernel error (one line, exit 1), never an
+// out-of-bounds access.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+
+using namespace hpcrt;
+
+namespace {
+
+int64_t checkIndex(int64_t idx, int64_t n, int64_t axis, const char *what) {
+  if (idx < -n || idx >= n)
+    fail(std::string(what) + ": index " + std::to_string(idx) + " is out of range for axis " +
+         std::to_string(axis) + " of size " + std::to_string(n));
+  return idx < 0 ? idx + n : idx;
+}
+
+/// Coordinates of `linear` in `shape`.
+void coordsOf(int64_t linear, const std::vector<int64_t> &shape, int64_t *co) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    co[d] = linear % shape[d];
+    linear /= shape[d];
+  }
+}
+
+} // namespace
+
+HPCRT_KERNEL(gather) {
+  c.expect(1, 2);
+  Tensor &x = c.in(0), &ind = c.in(1), &y = c.out();
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  checkSameDtype(x, y, "gather");
+  std::vector<int64_t> expect(x.shape.begin(), x.shape.begin() + axis);
+  expect.insert(expect.end(), ind.shape.begin(), ind.shape.end());
+  expect.insert(expect.end(), x.shape.begin() + axis + 1, x.shape.end());
+  checkShape(y, expect, "result");
+  std::vector<int64_t> idx = readIndices(ind);
+  int64_t n = x.shape[axis];
+  for (int64_t &i : idx)
+    i = checkIndex(i, n, axis, "gather");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    inner *= x.shape[d];
+  size_t rowBytes = static_cast<size_t>(inner) * dtypeSize(x.dtype);
+  int64_t ni = static_cast<int64_t>(idx.size());
+  const uint8_t *src = x.as<uint8_t>();
+  uint8_t *dst = y.as<uint8_t>();
+#pragma omp parallel for if (parallelWorth(outer * ni * inner))
+  for (int64_t r = 0; r < outer * ni; ++r) {
+    int64_t o = r / ni, j = r % ni;
+    memcpy(dst + r * rowBytes, src + (o * n + idx[j]) * rowBytes, rowBytes);
+  }
+}
+
+HPCRT_KERNEL(gather_elements) {
+  c.expect(1, 2);
+  Tensor &x = c.in(0), &ind = c.in(1), &y = c.out();
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  checkSameDtype(x, y, "gather_elements");
+  checkShape(y, ind.shape, "result");
+  if (ind.rank() != x.rank())
+    fail("gather_elements: indices rank " + std::to_string(ind.rank()) +
+         " differs from the input's " + std::to_string(x.rank()));
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != axis && ind.shape[d] > x.shape[d])
+      fail("gather_elements: indices shape " + shapeString(ind.shape) +
+           " exceeds the input shape " + shapeString(x.shape));
+  std::vector<int64_t> idx = readIndices(ind);
+  int64_t n = x.shape[axis];
+  for (int64_t &i : idx)
+    i = checkIndex(i, n, axis, "gather_elements");
+  std::vector<int64_t> xs = stridesOf(x.shape);
+  int r = x.rank();
+  dispatchSize(dtypeSize(x.dtype), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U *p = x.as<U>();
+    U *q = y.as<U>();
+#pragma omp parallel for if (parallelWorth(ind.numel))
+    for (int64_t i = 0; i < ind.numel; ++i) {
+      std::vector<int64_t> co(r);
+      coordsOf(i, ind.shape, co.data());
+      co[axis] = idx[i];
+      int64_t off = 0;
+      for (int d = 0; d < r; ++d)
+        off += co[d] * xs[d];
+      q[i] = p[off];
+    }
+  });
+}
+
+HPCRT_KERNEL(scatter_elements) {
+  c.expect(1, 3);
+  Tensor &x = c.in(0), &ind = c.in(1), &upd = c.in(2), &y = c.out();
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  std::string reduction = c.s();
+  checkSameDtype(x, y, "scatter_elements");
+  checkSameDtype(x, upd, "scatter_elements");
+  checkShape(y, x.shape, "result");
+  checkShape(upd, ind.shape, "updates");
+  if (ind.rank() != x.rank())
+    fail("scatter_elements: indices rank differs from the input's");
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != axis && ind.shape[d] > x.shape[d])
+      fail("scatter_elements: indices shape " + shapeString(ind.shape) +
+           " exceeds the input shape " + shapeString(x.shape));
+  int mode;
+  if (reduction == "none") mode = 0;
+  else if (reduction == "add") mode = 1;
+  else if (reduction == "mul") mode = 2;
+  else if (reduction == "max") mode = 3;
+  else if (reduction == "min") mode = 4;
+  else fail("scatter_elements: unknown reduction '" + reduction + "'");
+  std::vector<int64_t> idx = readIndices(ind);
+  int64_t n = x.shape[axis];
+  for (int64_t &i : idx)
+    i = checkIndex(i, n, axis, "scatter_elements");
+  if (y.data != x.data)
+    memcpy(y.data, x.data, x.bytes);
+  std::vector<int64_t> ys = stridesOf(y.shape);
+  std::vector<int64_t> co(static_cast<size_t>(x.rank()));
+  dispatch<kAll>(x.dtype, "scatter_elements", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *u = upd.as<T>();
+    T *q = y.as<T>();
+    for (int64_t i = 0; i < ind.numel; ++i) {
+      coordsOf(i, ind.shape, co.data());
+      co[axis] = idx[i];
+      int64_t off = 0;
+      for (int d = 0; d < x.rank(); ++d)
+        off += co[d] * ys[d];
+      if (mode == 0) {
+        q[off] = u[i];
+        continue;
+      }
+      auto a = ld(q, off), b = ld(u, i);
+      using C = decltype(a);
+      if constexpr (isBoolT<T>) {
+        if (mode == 1 || mode == 3) st(q, off, a || b);
+        else st(q, off, a && b);
+      } else if constexpr (std::is_integral_v<C>) {
+        if (mode == 1) st(q, off, static_cast<C>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)));
+        else if (mode == 2) st(q, off, static_cast<C>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)));
+        else if (mode == 3) st(q, off, std::max(a, b));
+        else st(q, off, std::min(a, b));
+      } else {
+        if (mode == 1) st(q, off, a + b);
+        else if (mode == 2) st(q, off, a * b);
+        else if (mode == 3) st(q, off, (a != a || a > b) ? a : b);
+        else st(q, off, (a != a || a < b) ? a : b);
+      }
+    }
+  });
+}
+
+HPCRT_KERNEL(one_hot) {
+  c.expect(1, 2);
+  Tensor &ind = c.in(0), &values = c.in(1), &y = c.out();
+  int64_t axis = normalizeAxis(c.i(), ind.rank() + 1);
+  int64_t depth = c.i();
+  checkSameDtype(values, y, "one_hot");
+  if (values.numel != 2)
+    fail("one_hot: values needs 2 elements [off, on], has " + std::to_string(values.numel));
+  std::vector<int64_t> expect = ind.shape;
+  expect.insert(expect.begin() + axis, depth);
+  checkShape(y, expect, "result");
+  std::vector<int64_t> idx = readIndices(ind);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ind.shape[d];
+  for (int64_t d = axis; d < ind.rank(); ++d)
+    inner *= ind.shape[d];
+  dispatchSize(dtypeSize(y.dtype), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    U off = values.as<U>()[0], on = values.as<U>()[1];
+    U *q = y.as<U>();
+#pragma omp parallel for if (parallelWorth(y.numel))
+    for (int64_t r = 0; r < outer * depth; ++r) {
+      int64_t o = r / depth, dv = r % depth;
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t v = idx[o * inner + i];
+        if (v < 0)
+          v += depth;
+        q[r * inner + i] = v == dv ? on : off;
+      }
+    }
+  });
+}
+
+HPCRT_KERNEL(top_k) {
+  c.expect(2, 1);
+  Tensor &x = c.in(0), &vals = c.out(0), &inds = c.out(1);
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  int64_t k = c.i();
+  bool largest = c.b();
+  (void)c.b(); // sorted: the result is always sorted (a valid order for sorted = 0)
+  checkSameDtype(x, vals, "top_k");
+  checkDtype(inds, HPCRT_I64, "indices result");
+  int64_t n = x.shape[axis];
+  if (k < 0 || k > n)
+    fail("top_k: k = " + std::to_string(k) + " is out of range for axis size " +
+         std::to_string(n));
+  std::vector<int64_t> expect = x.shape;
+  expect[axis] = k;
+  checkShape(vals, expect, "values result");
+  checkShape(inds, expect, "indices result");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    inner *= x.shape[d];
+  dispatch<kAll>(x.dtype, "top_k", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = C_t<T>;
+    const T *p = x.as<T>();
+    T *qv = vals.as<T>();
+    int64_t *qi = inds.as<int64_t>();
+#pragma omp parallel if (parallelWorth(x.numel))
+    {
+      std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
+#pragma omp for
+      for (int64_t r = 0; r < outer * inner; ++r) {
+        int64_t o = r / inner, i = r % inner;
+        for (int64_t j = 0; j < n; ++j)
+          row[j] = {ld(p, (o * n + j) * inner + i), j};
+        // NaN orders above every number; ties keep the lower index first.
+        auto cmp = [largest](const std::pair<C, int64_t> &a, const std::pair<C, int64_t> &b) {
+          bool an = a.first != a.first, bn = b.first != b.first;
+          if (an || bn) {
+            if (an && bn)
+              return a.second < b.second;
+            return largest ? an : bn;
+          }
+          if (a.first != b.first)
+            return largest ? a.first > b.first : a.first < b.first;
+          return a.second < b.second;
+        };
+        std::partial_sort(row.begin(), row.begin() + k, row.end(), cmp);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t off = (o * k + j) * inner + i;
+          st(qv, off, row[j].first);
+          qi[off] = row[j].second;
+        }
+      }
+    }
+  });
+}

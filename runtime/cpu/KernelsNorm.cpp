@@ -1,0 +1,193 @@
+//===- KernelsNorm.cpp - softmax, log_softmax, layer/rms/batch norm --------===//
+//
+// Statistics accumulate in double; f16/bf16 load and store through float.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+
+using namespace hpcrt;
+
+namespace {
+
+/// outer x n x inner around `axis`.
+void splitAxis(const Tensor &t, int64_t axis, int64_t &outer, int64_t &n, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.shape[d];
+  n = t.shape[axis];
+  for (int64_t d = axis + 1; d < t.rank(); ++d)
+    inner *= t.shape[d];
+}
+
+template <bool Log> void softmaxKernel(OpCall &c, const char *what) {
+  c.expect(1, 1);
+  Tensor &x = c.in(0), &y = c.out();
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  checkSameDtype(x, y, what);
+  checkShape(y, x.shape, "result");
+  int64_t outer, n, inner;
+  splitAxis(x, axis, outer, n, inner);
+  dispatch<kF>(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = C_t<T>;
+    const T *p = x.as<T>();
+    T *q = y.as<T>();
+#pragma omp parallel
+    {
+      std::vector<C> buf(static_cast<size_t>(n));
+#pragma omp for
+      for (int64_t r = 0; r < outer * inner; ++r) {
+        int64_t o = r / inner, i = r % inner;
+        int64_t base = o * n * inner + i;
+        C mx = -std::numeric_limits<C>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          buf[j] = ld(p, base + j * inner);
+          mx = buf[j] > mx || std::isnan(buf[j]) ? buf[j] : mx;
+        }
+        if (std::isinf(mx) && mx < 0)
+          mx = 0; // all -inf: exp gives 0, the result is NaN as in numpy
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          C e = std::exp(buf[j] - mx);
+          sum += e;
+          if (!Log)
+            buf[j] = e;
+        }
+        if (Log) {
+          C ls = static_cast<C>(std::log(sum));
+          for (int64_t j = 0; j < n; ++j)
+            st(q, base + j * inner, buf[j] - mx - ls);
+        } else {
+          C inv = static_cast<C>(1.0 / sum);
+          for (int64_t j = 0; j < n; ++j)
+            st(q, base + j * inner, buf[j] * inv);
+        }
+      }
+    }
+  });
+}
+
+/// A norm parameter broadcast (right-aligned) to the normalized trailing
+/// shape, as a dense vector of its n elements.
+template <typename C>
+std::vector<C> expandParam(const Tensor *t, const std::vector<int64_t> &trailing,
+                           const char *what) {
+  int64_t n = numElements(trailing);
+  std::vector<C> v(static_cast<size_t>(n));
+  if (!t) {
+    std::fill(v.begin(), v.end(), C(0));
+    return v;
+  }
+  std::vector<int64_t> s = broadcastStrides(t->shape, trailing);
+  std::vector<int64_t> ts = stridesOf(trailing);
+  dispatch<kF>(t->dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *p = t->as<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t off = 0;
+      for (size_t d = 0; d < trailing.size(); ++d)
+        off += ((i / ts[d]) % trailing[d]) * s[d];
+      v[i] = static_cast<C>(ld(p, off));
+    }
+  });
+  return v;
+}
+
+template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
+  c.expect(1, hasBias ? 3 : 2);
+  Tensor &x = c.in(0), &scale = c.in(1), &y = c.out();
+  Tensor *bias = hasBias ? c.opt(2) : nullptr;
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  double eps = c.f();
+  checkSameDtype(x, y, what);
+  checkSameDtype(x, scale, what);
+  if (bias)
+    checkSameDtype(x, *bias, what);
+  checkShape(y, x.shape, "result");
+  std::vector<int64_t> trailing(x.shape.begin() + axis, x.shape.end());
+  int64_t n = numElements(trailing), outer = numElements(x.shape) / std::max<int64_t>(n, 1);
+  if (n == 0)
+    return;
+  dispatch<kF>(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = C_t<T>;
+    std::vector<C> g = expandParam<C>(&scale, trailing, what);
+    std::vector<C> b = expandParam<C>(bias, trailing, what);
+    const T *p = x.as<T>();
+    T *q = y.as<T>();
+#pragma omp parallel for if (parallelWorth(outer * n))
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t base = o * n;
+      double mean = 0, var = 0;
+      if (!RMS) {
+        for (int64_t j = 0; j < n; ++j)
+          mean += static_cast<double>(ld(p, base + j));
+        mean /= static_cast<double>(n);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        double d = static_cast<double>(ld(p, base + j)) - mean;
+        var += d * d;
+      }
+      var /= static_cast<double>(n);
+      double inv = 1.0 / std::sqrt(var + eps);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = (static_cast<double>(ld(p, base + j)) - mean) * inv;
+        st(q, base + j, static_cast<C>(v) * g[j] + (RMS ? C(0) : b[j]));
+      }
+    }
+  });
+}
+
+} // namespace
+
+HPCRT_KERNEL(softmax) { softmaxKernel<false>(c, "softmax"); }
+HPCRT_KERNEL(log_softmax) { softmaxKernel<true>(c, "log_softmax"); }
+HPCRT_KERNEL(layer_norm) { normKernel<false>(c, "layer_norm", true); }
+HPCRT_KERNEL(rms_norm) { normKernel<true>(c, "rms_norm", false); }
+
+HPCRT_KERNEL(batch_norm) {
+  c.expect(1, 5);
+  double eps = c.f();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "batch_norm");
+  checkShape(y, x.shape, "result");
+  if (x.rank() < 2)
+    fail("batch_norm: input needs rank >= 2");
+  int64_t N = x.shape[0], C = x.shape[1], inner = x.numel / std::max<int64_t>(N * C, 1);
+  for (int k = 1; k < 5; ++k)
+    if (c.in(k).numel != C)
+      fail("batch_norm: operand " + std::to_string(k) + " has shape " +
+           shapeString(c.in(k).shape) + ", expected " + std::to_string(C) + " elements");
+  dispatch<kF>(x.dtype, "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<double> mul(static_cast<size_t>(C)), add(static_cast<size_t>(C)),
+        mean(static_cast<size_t>(C));
+    auto param = [&](int k, int64_t ch) -> double {
+      const Tensor &t = c.in(k);
+      double v = 0;
+      dispatch<kF>(t.dtype, "batch_norm", [&](auto ptag) {
+        using P = typename decltype(ptag)::type;
+        v = static_cast<double>(ld(t.as<P>(), ch));
+      });
+      return v;
+    };
+    for (int64_t ch = 0; ch < C; ++ch) {
+      double s = param(1, ch), b = param(2, ch), m = param(3, ch), v = param(4, ch);
+      mul[ch] = s / std::sqrt(v + eps);
+      add[ch] = b;
+      mean[ch] = m;
+    }
+    const T *p = x.as<T>();
+    T *q = y.as<T>();
+#pragma omp parallel for if (parallelWorth(x.numel))
+    for (int64_t nc = 0; nc < N * C; ++nc) {
+      int64_t ch = nc % C;
+      using Cc = C_t<T>;
+      Cc a = static_cast<Cc>(mul[ch]), b = static_cast<Cc>(add[ch]),
+         m = static_cast<Cc>(mean[ch]);
+      for (int64_t i = 0; i < inner; ++i)
+        st(q, nc * inner + i, (ld(p, nc * inner + i) - m) * a + b);
+    }
+  });
+}

@@ -1,0 +1,251 @@
+//===- KernelsUnary.cpp - unary elementwise kernels, clip and cast ---------===//
+//
+// One loop per op over the flat elements (unary ops never broadcast). f16 and
+// bf16 compute in float, integers wrap instead of overflowing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+
+using namespace hpcrt;
+
+namespace {
+
+template <unsigned Set, typename F> void unary(OpCall &c, const char *what, F op) {
+  c.expect(1, 1);
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, what);
+  checkShape(y, x.shape, "result");
+  int64_t n = x.numel;
+  dispatch<Set>(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *p = x.as<T>();
+    T *q = y.as<T>();
+#pragma omp parallel for if (parallelWorth(n))
+    for (int64_t i = 0; i < n; ++i)
+      st(q, i, op(ld(p, i)));
+  });
+}
+
+template <typename C> inline C sigmoidOf(C v) {
+  if (v >= 0)
+    return C(1) / (C(1) + std::exp(-v));
+  C e = std::exp(v);
+  return e / (C(1) + e);
+}
+
+} // namespace
+
+HPCRT_KERNEL(neg) {
+  unary<kNum>(c, "neg", [](auto v) {
+    using C = decltype(v);
+    if constexpr (std::is_integral_v<C>)
+      return static_cast<C>(0 - static_cast<uint64_t>(v));
+    else
+      return -v;
+  });
+}
+
+HPCRT_KERNEL(abs) {
+  unary<kNum>(c, "abs", [](auto v) {
+    using C = decltype(v);
+    if constexpr (std::is_integral_v<C> && std::is_signed_v<C>)
+      return v < 0 ? static_cast<C>(0 - static_cast<uint64_t>(v)) : v;
+    else if constexpr (std::is_integral_v<C>)
+      return v;
+    else
+      return std::fabs(v);
+  });
+}
+
+HPCRT_KERNEL(sign) {
+  unary<kNum>(c, "sign", [](auto v) {
+    using C = decltype(v);
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(v))
+        return v;
+    }
+    if constexpr (std::is_unsigned_v<C>)
+      return v > C(0) ? C(1) : C(0);
+    else
+      return v > C(0) ? C(1) : (v < C(0) ? static_cast<C>(-1) : C(0));
+  });
+}
+
+HPCRT_KERNEL_AS(hpcrt_not, "not", not_kernel) {
+  unary<kB>(c, "not", [](auto v) { return static_cast<uint8_t>(!v); });
+}
+
+#define FLOAT_UNARY(name, expr)                                                \
+  HPCRT_KERNEL(name) {                                                         \
+    unary<kF>(c, #name, [](auto v) {                                           \
+      using C = decltype(v);                                                   \
+      (void)sizeof(C);                                                         \
+      return static_cast<C>(expr);                                             \
+    });                                                                        \
+  }
+
+FLOAT_UNARY(exp, std::exp(v))
+FLOAT_UNARY(log, std::log(v))
+FLOAT_UNARY(sqrt, std::sqrt(v))
+FLOAT_UNARY(reciprocal, C(1) / v)
+FLOAT_UNARY(relu, v < C(0) ? C(0) : v)
+FLOAT_UNARY(sigmoid, sigmoidOf(v))
+FLOAT_UNARY(tanh, std::tanh(v))
+FLOAT_UNARY(erf, std::erf(v))
+FLOAT_UNARY(sin, std::sin(v))
+FLOAT_UNARY(cos, std::cos(v))
+FLOAT_UNARY(floor, std::floor(v))
+FLOAT_UNARY(ceil, std::ceil(v))
+FLOAT_UNARY(round, std::nearbyint(v))
+FLOAT_UNARY(silu, v * sigmoidOf(v))
+FLOAT_UNARY(softplus, v > C(0) ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)))
+FLOAT_UNARY(hard_swish, v * std::max(C(0), std::min(C(1), v / C(6) + C(0.5))))
+
+HPCRT_KERNEL(gelu) {
+  std::string approximate = c.s();
+  if (approximate == "none") {
+    unary<kF>(c, "gelu", [](auto v) {
+      using C = decltype(v);
+      return static_cast<C>(C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440))));
+    });
+  } else if (approximate == "tanh") {
+    unary<kF>(c, "gelu", [](auto v) {
+      using C = decltype(v);
+      C inner = C(0.79788456080286535588) * (v + C(0.044715) * v * v * v);
+      return static_cast<C>(C(0.5) * v * (C(1) + std::tanh(inner)));
+    });
+  } else {
+    fail("gelu: approximate '" + approximate + "' is not 'none' or 'tanh'");
+  }
+}
+
+HPCRT_KERNEL(leaky_relu) {
+  double alpha = c.f();
+  unary<kF>(c, "leaky_relu", [alpha](auto v) {
+    using C = decltype(v);
+    return v < C(0) ? static_cast<C>(alpha) * v : v;
+  });
+}
+
+HPCRT_KERNEL(elu) {
+  double alpha = c.f();
+  unary<kF>(c, "elu", [alpha](auto v) {
+    using C = decltype(v);
+    return v < C(0) ? static_cast<C>(alpha) * std::expm1(v) : v;
+  });
+}
+
+HPCRT_KERNEL(hard_sigmoid) {
+  double alpha = c.f(), beta = c.f();
+  unary<kF>(c, "hard_sigmoid", [alpha, beta](auto v) {
+    using C = decltype(v);
+    return std::max(C(0), std::min(C(1), static_cast<C>(alpha) * v + static_cast<C>(beta)));
+  });
+}
+
+namespace {
+/// A clip bound in the element type, saturated to its range.
+template <typename C> C boundOf(double b) {
+  if constexpr (std::is_integral_v<C>) {
+    if (std::isnan(b))
+      return C(0);
+    if (b <= static_cast<double>(std::numeric_limits<C>::lowest()))
+      return std::numeric_limits<C>::lowest();
+    if (b >= static_cast<double>(std::numeric_limits<C>::max()))
+      return std::numeric_limits<C>::max();
+    return static_cast<C>(b);
+  } else {
+    return static_cast<C>(b);
+  }
+}
+} // namespace
+
+HPCRT_KERNEL(clip) {
+  // Attributes: max, min (alphabetical), each a presence flag + value.
+  double maxV = 0, minV = 0;
+  bool hasMax = c.optF(maxV);
+  bool hasMin = c.optF(minV);
+  unary<kNum>(c, "clip", [=](auto v) {
+    using C = decltype(v);
+    if (hasMin) {
+      C lo = boundOf<C>(minV);
+      v = v < lo ? lo : v;
+    }
+    if (hasMax) {
+      C hi = boundOf<C>(maxV);
+      v = v > hi ? hi : v;
+    }
+    return v;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// cast
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// cvttsd2si with a 32-bit destination: INT32_MIN for NaN and out of range.
+inline int32_t cvtt32(double x) {
+  if (!(x > -2147483649.0 && x < 2147483648.0))
+    return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(x);
+}
+/// cvttsd2si with a 64-bit destination: INT64_MIN for NaN and out of range.
+inline int64_t cvtt64(double x) {
+  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0))
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
+/// Float to integer as C (and numpy) compile on x86-64: narrow types go
+/// through a 32-bit conversion and keep its low bits, u32 through a 64-bit
+/// one, u64 through the compiler's two-range sequence.
+template <typename D> D floatToInt(double x) {
+  if constexpr (std::is_same_v<D, int64_t>) {
+    return cvtt64(x);
+  } else if constexpr (std::is_same_v<D, uint64_t>) {
+    if (x >= 9223372036854775808.0)
+      return static_cast<uint64_t>(cvtt64(x - 9223372036854775808.0)) ^ (1ULL << 63);
+    return static_cast<uint64_t>(cvtt64(x));
+  } else if constexpr (std::is_same_v<D, uint32_t>) {
+    return static_cast<uint32_t>(static_cast<uint64_t>(cvtt64(x)));
+  } else {
+    return static_cast<D>(static_cast<uint32_t>(cvtt32(x)));
+  }
+}
+
+template <typename S, typename D> void castLoop(const S *p, D *q, int64_t n) {
+#pragma omp parallel for if (parallelWorth(n))
+  for (int64_t i = 0; i < n; ++i) {
+    auto v = ld(p, i);
+    using CS = decltype(v);
+    if constexpr (isBoolT<D>) {
+      st(q, i, v != CS(0));
+    } else if constexpr (isFloatT<D>) {
+      st(q, i, static_cast<C_t<D>>(v));
+    } else if constexpr (std::is_floating_point_v<CS>) {
+      q[i] = floatToInt<D>(static_cast<double>(v));
+    } else {
+      q[i] = static_cast<D>(v); // integer/bool to integer: modular
+    }
+  }
+}
+} // namespace
+
+HPCRT_KERNEL(cast) {
+  c.expect(1, 1);
+  int64_t to = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  if (y.dtype != to)
+    fail("cast: result dtype " + dtypeName(y.dtype) + " is not 'to' (" +
+         dtypeName(static_cast<int>(to)) + ")");
+  checkShape(y, x.shape, "result");
+  dispatch<kAll>(x.dtype, "cast input", [&](auto stag) {
+    using S = typename decltype(stag)::type;
+    dispatch<kAll>(y.dtype, "cast result", [&](auto dtag) {
+      using D = typename decltype(dtag)::type;
+      castLoop(x.as<S>(), y.as<D>(), x.numel);
+    });
+  });
+}

@@ -1,0 +1,191 @@
+//===- RuntimeTestUtils.h - calling libhpcrt kernels from tests -*- C++ -*-===//
+//
+// run(Call) builds a manifest with one arena tensor per operand and result,
+// a Context from it, writes the operands (given as doubles, converted to the
+// dtype as hpc.cast would), calls the kernel through its C entry point with
+// the ABI's id and attribute arrays, and reads the results back as doubles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_TEST_RUNTIMETESTUTILS_H
+#define HPCRT_TEST_RUNTIMETESTUTILS_H
+
+#include "hpcrt.h"
+#include "cpu/Kernel.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#define HPCRT_TEST_DECL(name)                                                  \
+  void hpcrt_##name(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,    \
+                    const double *, const char *const *);
+HPCRT_TEST_DECL(add) HPCRT_TEST_DECL(sub) HPCRT_TEST_DECL(mul) HPCRT_TEST_DECL(div)
+HPCRT_TEST_DECL(pow) HPCRT_TEST_DECL(max) HPCRT_TEST_DECL(min) HPCRT_TEST_DECL(mod)
+HPCRT_TEST_DECL(fmod)
+HPCRT_TEST_DECL(equal) HPCRT_TEST_DECL(less) HPCRT_TEST_DECL(less_equal)
+HPCRT_TEST_DECL(greater) HPCRT_TEST_DECL(greater_equal) HPCRT_TEST_DECL(where)
+HPCRT_TEST_DECL(neg) HPCRT_TEST_DECL(abs) HPCRT_TEST_DECL(sign)
+HPCRT_TEST_DECL(exp) HPCRT_TEST_DECL(log) HPCRT_TEST_DECL(sqrt) HPCRT_TEST_DECL(reciprocal)
+HPCRT_TEST_DECL(relu) HPCRT_TEST_DECL(sigmoid) HPCRT_TEST_DECL(tanh) HPCRT_TEST_DECL(erf)
+HPCRT_TEST_DECL(sin) HPCRT_TEST_DECL(cos) HPCRT_TEST_DECL(floor) HPCRT_TEST_DECL(ceil)
+HPCRT_TEST_DECL(round) HPCRT_TEST_DECL(silu) HPCRT_TEST_DECL(softplus)
+HPCRT_TEST_DECL(hard_swish) HPCRT_TEST_DECL(gelu) HPCRT_TEST_DECL(leaky_relu)
+HPCRT_TEST_DECL(elu) HPCRT_TEST_DECL(hard_sigmoid) HPCRT_TEST_DECL(clip) HPCRT_TEST_DECL(cast)
+HPCRT_TEST_DECL(matmul) HPCRT_TEST_DECL(gemm) HPCRT_TEST_DECL(conv)
+HPCRT_TEST_DECL(conv_transpose) HPCRT_TEST_DECL(softmax) HPCRT_TEST_DECL(log_softmax)
+HPCRT_TEST_DECL(layer_norm) HPCRT_TEST_DECL(rms_norm) HPCRT_TEST_DECL(batch_norm)
+HPCRT_TEST_DECL(reduce_sum) HPCRT_TEST_DECL(reduce_mean) HPCRT_TEST_DECL(reduce_max)
+HPCRT_TEST_DECL(reduce_min) HPCRT_TEST_DECL(reduce_prod) HPCRT_TEST_DECL(argmax)
+HPCRT_TEST_DECL(argmin) HPCRT_TEST_DECL(gather) HPCRT_TEST_DECL(gather_elements)
+HPCRT_TEST_DECL(scatter_elements) HPCRT_TEST_DECL(one_hot) HPCRT_TEST_DECL(top_k)
+HPCRT_TEST_DECL(transpose) HPCRT_TEST_DECL(slice) HPCRT_TEST_DECL(concat)
+HPCRT_TEST_DECL(split) HPCRT_TEST_DECL(expand) HPCRT_TEST_DECL(pad) HPCRT_TEST_DECL(tile)
+HPCRT_TEST_DECL(max_pool) HPCRT_TEST_DECL(avg_pool) HPCRT_TEST_DECL(global_avg_pool)
+HPCRT_TEST_DECL(global_max_pool) HPCRT_TEST_DECL(resize)
+#undef HPCRT_TEST_DECL
+// and/or/xor/not are C++ operator names: spelled out.
+void hpcrt_and(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
+               const char *const *);
+void hpcrt_or(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
+              const char *const *);
+void hpcrt_xor(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
+               const char *const *);
+void hpcrt_not(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
+               const char *const *);
+}
+
+namespace hpcrt::test {
+
+using KFn = void (*)(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
+                     const char *const *);
+
+/// A tensor given as doubles (converted to/from `dtype` at the boundary).
+struct Val {
+  int dtype = HPCRT_F32;
+  std::vector<int64_t> shape;
+  std::vector<double> v;
+};
+
+inline Val val(int dtype, std::vector<int64_t> shape, std::vector<double> v) {
+  return Val{dtype, std::move(shape), std::move(v)};
+}
+inline Val f32(std::vector<int64_t> shape, std::vector<double> v) {
+  return val(HPCRT_F32, std::move(shape), std::move(v));
+}
+
+/// Values 0..n-1 scaled: a deterministic pseudo-random tensor in [-1, 1).
+inline Val randomVal(int dtype, std::vector<int64_t> shape, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  Val x{dtype, shape, {}};
+  x.v.resize(static_cast<size_t>(numElements(shape)));
+  for (double &e : x.v)
+    e = d(gen);
+  if (dtype == HPCRT_F32)
+    for (double &e : x.v)
+      e = static_cast<float>(e);
+  return x;
+}
+
+struct Call {
+  KFn fn;
+  std::vector<std::optional<Val>> ins;
+  std::vector<std::pair<int, std::vector<int64_t>>> outs; ///< dtype, shape
+  std::vector<int64_t> ia;
+  std::vector<double> fa;
+  std::vector<std::string> sa;
+};
+
+struct Result {
+  std::vector<Val> outs;
+  std::string error; ///< the context's error, empty on success
+};
+
+inline double readElem(const Tensor &t, int64_t i) {
+  double r = 0;
+  dispatch<kAll>(t.dtype, "test", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    r = static_cast<double>(ld(t.as<T>(), i));
+  });
+  return r;
+}
+
+inline void writeElem(Tensor &t, int64_t i, double v) {
+  encodeScalar(v, t.dtype, static_cast<uint8_t *>(t.data) + i * dtypeSize(t.dtype));
+}
+
+inline Result run(const Call &c) {
+  nlohmann::json tensors = nlohmann::json::array();
+  int64_t off = 0;
+  auto add = [&](int dtype, const std::vector<int64_t> &shape) {
+    int64_t bytes = numElements(shape) * static_cast<int64_t>(dtypeSize(dtype));
+    tensors.push_back({{"dtype", dtype}, {"shape", shape}, {"region", "arena"}, {"offset", off}});
+    off += (bytes + 63) / 64 * 64;
+    return static_cast<int32_t>(tensors.size() - 1);
+  };
+  std::vector<int32_t> ids{static_cast<int32_t>(c.outs.size())};
+  for (const auto &o : c.outs)
+    ids.push_back(add(o.first, o.second));
+  ids.push_back(static_cast<int32_t>(c.ins.size()));
+  for (const auto &in : c.ins)
+    ids.push_back(in ? add(in->dtype, in->shape) : -1);
+  nlohmann::json m = {{"version", 1},   {"model", "test"},  {"arena_bytes", off},
+                      {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()},
+                      {"tensors", tensors}};
+  Context ctx(m.dump());
+  ctx.prepare();
+  size_t k = 1 + c.outs.size() + 1;
+  for (const auto &in : c.ins) {
+    if (in) {
+      Tensor &t = ctx.tensor(ids[k]);
+      EXPECT_EQ(static_cast<int64_t>(in->v.size()), t.numel) << "operand value count";
+      for (int64_t i = 0; i < t.numel && i < static_cast<int64_t>(in->v.size()); ++i)
+        writeElem(t, i, in->v[i]);
+    }
+    ++k;
+  }
+  std::vector<const char *> sp;
+  for (const std::string &s : c.sa)
+    sp.push_back(s.c_str());
+  c.fn(&ctx, 0, ids.data(), c.ia.data(), c.fa.data(), sp.data());
+  Result r;
+  r.error = ctx.error();
+  for (size_t j = 0; j < c.outs.size(); ++j) {
+    const Tensor &t = ctx.tensor(ids[1 + j]);
+    Val v{t.dtype, t.shape, {}};
+    for (int64_t i = 0; i < t.numel; ++i)
+      v.v.push_back(readElem(t, i));
+    r.outs.push_back(std::move(v));
+  }
+  return r;
+}
+
+/// Runs a call that must succeed and has one result.
+inline std::vector<double> run1(const Call &c) {
+  Result r = run(c);
+  EXPECT_EQ(r.error, "");
+  return r.outs.empty() ? std::vector<double>{} : r.outs[0].v;
+}
+
+inline void expectNear(const std::vector<double> &got, const std::vector<double> &want,
+                       double rtol = 1e-5, double atol = 1e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << "at " << i;
+  }
+}
+
+} // namespace hpcrt::test
+
+#endif // HPCRT_TEST_RUNTIMETESTUTILS_H
