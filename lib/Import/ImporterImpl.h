@@ -156,6 +156,7 @@ private:
   LogicalResult load();
   LogicalResult checkOpset();
   LogicalResult checkSupportedOps();
+  LogicalResult validateAttributes();
   void runONNXShapeInference();
   /// Indexes initializers and inputs, fixes input dims, runs ONNX inference.
   LogicalResult prepareGraph();

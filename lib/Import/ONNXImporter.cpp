@@ -82,7 +82,8 @@ LogicalResult Importer::fail(const llvm::Twine &message) {
     return failure(); // keep the first, most specific error
   std::string where = path + ": ";
   if (current)
-    where += "node '" + current->name() + "' (" + current->op_type() + "): ";
+    where += "node '" + (current->name().empty() ? std::string("<unnamed>") : current->name()) +
+             "' (" + current->op_type() + "): ";
   errorText = where + message.str();
   return failure();
 }
@@ -129,6 +130,13 @@ LogicalResult Importer::checkOpset() {
   }
   if (!found && model.ir_version() < 3)
     opsetVersion = 1; // IR versions before 3 had no opset_import
+  if (!found && model.ir_version() >= 3) {
+    std::string domains;
+    for (const auto &imp : model.opset_import())
+      domains += (domains.empty() ? "" : ", ") + imp.domain();
+    return fail("the model imports no ai.onnx opset (only: " +
+                (domains.empty() ? std::string("none") : domains) + ")");
+  }
   if (opsetVersion < kMinOpset || opsetVersion > kMaxOpset)
     return fail("unsupported opset " + llvm::Twine(opsetVersion) +
                 " (supported: " + llvm::Twine(kMinOpset) + " to " +
@@ -148,7 +156,7 @@ LogicalResult Importer::checkSupportedOps() {
     unsupported[key].push_back(n.name().empty() ? "<unnamed>" : n.name());
   }
   if (unsupported.empty())
-    return success();
+    return validateAttributes();
   std::string list;
   for (auto &[op, nodes] : unsupported) {
     if (!list.empty())
@@ -162,6 +170,41 @@ LogicalResult Importer::checkSupportedOps() {
     list += ")";
   }
   return fail("unsupported ops: " + list);
+}
+
+/// Checks every node's attributes before anything (ONNX's shape inference
+/// included) reads them: attributes the op's schema at this opset does not
+/// have, and window sizes that are not positive (ONNX divides by strides).
+LogicalResult Importer::validateAttributes() {
+  // onnx 1.12 knows schemas up to opset 17; later opsets are checked by the
+  // converters alone.
+  bool checkSchema = opsetVersion <= 17;
+  for (const auto &n : model.graph().node()) {
+    current = &n;
+    if (checkSchema) {
+      const onnx::OpSchema *schema =
+          onnx::OpSchemaRegistry::Schema(n.op_type(), int(opsetVersion), "");
+      if (schema) {
+        for (const auto &a : n.attribute())
+          if (!schema->attributes().count(a.name()))
+            return fail("attribute '" + a.name() + "' is not part of " + n.op_type() +
+                        "-" + llvm::Twine(schema->SinceVersion()));
+      }
+    }
+    static constexpr StringLiteral kWindowOps[] = {"Conv", "ConvTranspose", "MaxPool",
+                                                   "AveragePool", "LpPool"};
+    if (llvm::is_contained(kWindowOps, n.op_type())) {
+      for (const auto &a : n.attribute()) {
+        if (a.name() != "strides" && a.name() != "dilations" && a.name() != "kernel_shape")
+          continue;
+        for (int64_t v : a.ints())
+          if (v <= 0)
+            return fail(a.name() + " must be positive, got " + llvm::Twine(v));
+      }
+    }
+  }
+  current = nullptr;
+  return success();
 }
 
 /// Runs ONNX's own shape inference (after the input shapes are fixed) and
@@ -345,7 +388,12 @@ FailureOr<Value> Importer::materializeInitializer(const onnx::TensorProto &t) {
   // Floating-point initializers are parameters; large non-float ones (masks,
   // lookup tables) are named buffers; small non-float ones are constants the
   // folders can see through.
-  bool isWeight = isa<FloatType>(*elt) || bytes > kInlineBytes;
+  // A single float is a constant of the model's arithmetic (a scale, an
+  // epsilon), not a parameter. With --shapes-only, anything stored in an
+  // external file stays unread.
+  bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
+  bool isWeight = (isa<FloatType>(*elt) && numElements(shape) > 1) ||
+                  bytes > kInlineBytes || (options.shapesOnly && external);
   Value v;
   if (isWeight) {
     ElementsAttr data;
@@ -586,6 +634,11 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &vi) 
       dims[i] = shape[i];
     }
   }
+  int64_t elements = 1;
+  for (int64_t d : dims)
+    if (d > 0 && (__builtin_mul_overflow(elements, d, &elements) ||
+                  elements > (int64_t(1) << 48)))
+      return fail("graph input '" + name + "' is too large (more than 2^48 elements)");
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] == ShapedType::kDynamic || dims[i] < 0)
       return fail("graph input '" + name + "' has dynamic dimension " +
@@ -791,5 +844,9 @@ OwningOpRef<ModuleOp> hpc::importONNXFile(MLIRContext &context,
   }
   if (!module)
     error = importer.error().empty() ? path + ": import failed" : importer.error();
+  // One line, whatever the parser's message or a node's name contains.
+  for (char &c : error)
+    if (c == '\n' || c == '\r')
+      c = ' ';
   return module;
 }

@@ -558,6 +558,17 @@ LogicalResult argReduce(Importer &im) {
 LogicalResult gather(Importer &im) {
   TRY(x, im.input(0));
   TRY(idx, im.input(1));
+  // Constant indices are checked now rather than at run time.
+  auto constIdx = im.constantInput(1);
+  if (succeeded(constIdx) && *constIdx && typeOf(x).getRank() > 0) {
+    int64_t axis = im.attrInt("axis", 0);
+    int64_t rank = typeOf(x).getRank();
+    int64_t dim = typeOf(x).getDimSize(axis < 0 ? axis + rank : axis);
+    if (axis >= -rank && axis < rank)
+      for (const APInt &v : constIdx->getValues<APInt>())
+        if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+          return im.fail("index " + Twine(v.getSExtValue()) + " is out of range for a dimension of size " + Twine(dim));
+  }
   return finish(im, im.create<hpc::GatherOp>(ValueRange{x, idx},
                                              {im.i64("axis", im.attrInt("axis", 0))}));
 }
@@ -582,6 +593,8 @@ LogicalResult scatterElements(Importer &im) {
 LogicalResult oneHot(Importer &im) {
   TRY(idx, im.input(0));
   TRY(depth, im.scalarInput(1, "OneHot depth"));
+  if (depth < 1)
+    return im.fail("OneHot depth must be positive, got " + Twine(int64_t(depth)));
   TRY(vals, im.input(2));
   return finish(im, im.create<hpc::OneHotOp>(
                         ValueRange{idx, vals},
@@ -1070,6 +1083,9 @@ LogicalResult constant(Importer &im) {
 
 LogicalResult constantOfShape(Importer &im) {
   TRY(shape, im.intsInput(0, "ConstantOfShape shape"));
+  for (int64_t d : shape)
+    if (d < 0)
+      return im.fail("ConstantOfShape shape has a negative dimension " + Twine(d));
   Type elt = im.builder().getF32Type();
   double value = 0;
   if (const auto *a = im.attr("value")) {
@@ -1096,7 +1112,11 @@ LogicalResult range(Importer &im) {
   Type elt = typeOf(x).getElementType();
   if (delta == 0)
     return im.fail("Range delta must not be 0");
-  int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  double count = std::ceil((limit - start) / delta);
+  if (count > double(1 << 24))
+    return im.fail("Range of " + Twine(int64_t(count)) +
+                   " elements is too large to build as a constant");
+  int64_t n = std::max<int64_t>(int64_t(count), 0);
   auto type = RankedTensorType::get({n}, elt);
   SmallVector<Attribute> elems;
   for (int64_t i = 0; i < n; ++i) {
