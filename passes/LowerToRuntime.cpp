@@ -10,6 +10,8 @@
 #include "hpc/Passes.h"
 #include "hpc/Target/ProgramPlan.h"
 
+#include "Dist/DistOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/JSON.h"
@@ -36,8 +38,20 @@ struct EncodedAttrs {
   SmallVector<std::string> strings;
 };
 
+/// The mesh axis index of an axis name (dist ops name axes; the runtime
+/// numbers them as the manifest's mesh does).
+FailureOr<int64_t> axisIndex(Operation *op, StringRef name) {
+  hpc::dist::MeshAttr mesh = hpc::dist::lookupMesh(op);
+  int64_t index = mesh ? mesh.axisIndex(name) : -1;
+  if (index < 0)
+    return op->emitOpError("mesh axis '") << name << "' is not in the module's mesh",
+           failure();
+  return index;
+}
+
 FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
   EncodedAttrs out;
+  bool isDist = isa<hpc::dist::DistDialect>(op->getDialect());
   NamedAttrList attrs;
   for (StringAttr name : op->getName().getAttributeNames())
     if (std::optional<Attribute> a = op->getInherentAttr(name.getValue()); a && *a)
@@ -50,6 +64,30 @@ FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
   StringRef opName = op->getName().getStringRef();
   for (StringRef name : names) {
     Attribute a = attrs.get(name);
+    if (isDist && name == "compression")
+      continue; // compression is applied by the compiler, not encoded
+    if (isDist && name == "axes") {
+      auto axes = cast<ArrayAttr>(a);
+      out.ints.push_back(axes.size());
+      for (Attribute axis : axes) {
+        auto index = axisIndex(op, cast<StringAttr>(axis).getValue());
+        if (failed(index))
+          return failure();
+        out.ints.push_back(*index);
+      }
+      continue;
+    }
+    if (isDist && name == "axis") {
+      auto index = axisIndex(op, cast<StringAttr>(a).getValue());
+      if (failed(index))
+        return failure();
+      out.ints.push_back(*index);
+      continue;
+    }
+    if (auto kind = dyn_cast_or_null<hpc::dist::ReductionKindAttr>(a)) {
+      out.ints.push_back(static_cast<int64_t>(kind.getValue()));
+      continue;
+    }
     if (isOptionalAttr(opName, name)) {
       out.ints.push_back(a ? 1 : 0);
       if (!a)
@@ -111,12 +149,24 @@ std::string locationName(Location loc) {
   return "";
 }
 
-std::string manifestJson(const hpc::ProgramPlan &plan, StringRef model,
+std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRef model,
                          StringRef weightsName) {
   using llvm::json::Array;
   using llvm::json::Object;
   Object m;
   m["version"] = 1;
+  // A partitioned program runs on every rank of its mesh.
+  if (auto mesh = module->getAttrOfType<hpc::dist::MeshAttr>("dist.mesh")) {
+    Array axes;
+    for (auto [name, size, level] :
+         llvm::zip(mesh.getNames(), mesh.getSizes(), mesh.getLevels()))
+      axes.push_back(Object{{"name", name.getValue()},
+                            {"size", size},
+                            {"level", hpc::dist::stringifyTopologyLevel(level)}});
+    m["mesh"] = Object{{"axes", std::move(axes)}};
+    if (auto bytes = module->getAttrOfType<IntegerAttr>("dist.bytes_per_rank"))
+      m["bytes_per_rank"] = bytes.getInt();
+  }
   m["model"] = model;
   m["arena_bytes"] = plan.arenaBytes;
   char hash[17];
@@ -204,7 +254,7 @@ struct LowerToRuntime : hpc::impl::HPCLowerToRuntimeBase<LowerToRuntime> {
     auto i8 = b.getI8Type();
 
     // The manifest, NUL-terminated, with external linkage for the runtime.
-    std::string manifest = manifestJson(plan, modelName, weightsName);
+    std::string manifest = manifestJson(module, plan, modelName, weightsName);
     manifest.push_back('\0');
     LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, manifest.size()),
                            /*isConstant=*/true, LLVM::Linkage::External,

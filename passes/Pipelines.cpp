@@ -12,11 +12,22 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   pm.addPass(mlir::createCSEPass());
   if (options.fuse)
     pm.addPass(createHPCFuseComposites());
+  if (!options.mesh.empty())
+    buildPartitionPipeline(pm, options.mesh, options.shard);
   HPCLowerToRuntimeOptions lower;
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;
   lower.modelName = options.modelName;
   pm.addPass(createHPCLowerToRuntime(lower));
+}
+
+void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
+                                 llvm::ArrayRef<std::string> shard) {
+  DistPropagateOptions propagate;
+  propagate.mesh = mesh.str();
+  propagate.shard = llvm::to_vector(shard);
+  pm.addPass(createDistPropagate(propagate));
+  pm.addPass(createDistPartition());
 }
 
 void hpc::registerPipelines() {

@@ -22,14 +22,25 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Weights file name recorded for the runtime")};
   Option<std::string> modelName{*this, "model-name",
                                 llvm::cl::desc("Model name for the manifest")};
+  Option<std::string> mesh{
+      *this, "mesh",
+      llvm::cl::desc("Partition over this mesh (dp=2,tp=2); empty: one rank")};
+  ListOption<std::string> shard{
+      *this, "shard", llvm::cl::desc("NAME=SPEC sharding seeds (with mesh)")};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions"),
                     llvm::cl::init(true)};
 };
 
 /// hpc module -> LLVM dialect calling libhpcrt: simplify, fuse composite
-/// ops, plan memory and lower (hpc-compile).
+/// ops, partition over the mesh (when one is given), plan memory and lower
+/// (hpc-compile).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// The distributed part alone: dist-propagate over `mesh` with the seeds,
+/// then dist-partition.
+void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
+                            llvm::ArrayRef<std::string> shard);
 
 /// Registers the pipelines under their command-line names.
 void registerPipelines();

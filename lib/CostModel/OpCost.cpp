@@ -1,8 +1,10 @@
-//===- OpCost.cpp - analytic per-op FLOP counts ---------------------------===//
+//===- OpCost.cpp - analytic per-op FLOP counts and traffic ---------------===//
 //
 // Counts follow the usual conventions: a multiply-accumulate is 2 FLOPs,
 // elementwise math 1 FLOP per output element, normalizations a handful per
 // element. Data movement (reshape, transpose, gather, concat) costs no FLOPs.
+// Traffic is every operand read once and every result written once; views
+// (reshape, squeeze, unsqueeze) move nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,4 +67,37 @@ int64_t hpc::estimateFlops(Operation *op) {
             hpc::EluOp, hpc::HardSigmoidOp, hpc::HardSwishOp, hpc::WhereOp,
             hpc::ResizeOp>([&](Operation *) { return out; })
       .Default([](Operation *) { return int64_t(0); });
+}
+
+static bool isView(Operation *op) {
+  return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
+}
+
+int64_t hpc::estimateElementsMoved(Operation *op) {
+  if (isView(op))
+    return 0;
+  int64_t n = 0;
+  for (Value v : op->getOperands())
+    n += elements(v);
+  for (Value v : op->getResults())
+    n += elements(v);
+  return n;
+}
+
+int64_t hpc::estimateBytes(Operation *op) {
+  if (isView(op))
+    return 0;
+  auto bytes = [](Value v) -> int64_t {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+      return 0;
+    return t.getNumElements() *
+           std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+  };
+  int64_t n = 0;
+  for (Value v : op->getOperands())
+    n += bytes(v);
+  for (Value v : op->getResults())
+    n += bytes(v);
+  return n;
 }

@@ -11,6 +11,7 @@
 
 #include "hpc/Target/ProgramPlan.h"
 
+#include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
 
 #include "mlir/IR/BuiltinDialect.h"
@@ -166,8 +167,15 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       }
       continue;
     }
-    if (!isa<hpc::HPCDialect>(op.getDialect()))
-      return op.emitOpError("cannot be compiled (only hpc ops are)"), failure();
+    if (isa<hpc::dist::DistDialect>(op.getDialect()) &&
+        !isa<hpc::dist::AllReduceOp, hpc::dist::ReduceScatterOp, hpc::dist::AllGatherOp,
+             hpc::dist::AllToAllOp, hpc::dist::BroadcastOp, hpc::dist::AllSliceOp>(op))
+      return op.emitOpError("has no runtime kernel yet (run dist-partition "
+                            "first; asynchronous and point-to-point forms are "
+                            "not lowered yet)"),
+             failure();
+    if (!isa<hpc::HPCDialect, hpc::dist::DistDialect>(op.getDialect()))
+      return op.emitOpError("cannot be compiled (only hpc and dist ops are)"), failure();
     for (Value v : op.getOperands()) {
       int32_t id = plan.tensorIds.lookup(v);
       lastUse[root[id]] = std::max(lastUse[root[id]], index);

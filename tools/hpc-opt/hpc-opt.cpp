@@ -66,6 +66,21 @@ static llvm::cl::opt<std::string> emitKind(
                    "/dev/null), else mlir"),
     llvm::cl::init(""), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<std::string> meshSpec(
+    "mesh",
+    llvm::cl::desc("Partition the model over a device mesh, e.g. "
+                   "--mesh=dp=2,tp=2 (dp splits the batch, tp is Megatron "
+                   "tensor parallelism); the binary then runs under mpirun "
+                   "with that many ranks"),
+    llvm::cl::init(""), llvm::cl::cat(compileCategory));
+
+static llvm::cl::list<std::string> shardSpecs(
+    "shard",
+    llvm::cl::desc("With --mesh: split a graph input or weight, NAME=SPEC "
+                   "with one entry per dimension (mesh axes joined by '+', "
+                   "'-' for none), e.g. --shard=input_ids=dp,-"),
+    llvm::cl::cat(compileCategory));
+
 static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
@@ -128,6 +143,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   }
   options.modelName = llvm::sys::path::filename(inputFile).str();
   options.fuse = !noFuse;
+  options.mesh = meshSpec;
+  options.shard = llvm::to_vector(shardSpecs);
   PassManager pm(&context);
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -179,6 +196,18 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   auto module = hpc::importONNXFile(context, inputFile, options, error);
   if (!module)
     return userError(error);
+  if (!meshSpec.empty()) {
+    // Show the partitioned per-rank program.
+    PassManager pm(&context);
+    hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs));
+    ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
+      return success();
+    });
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   std::string bytecode;
   llvm::raw_string_ostream os(bytecode);
   if (failed(writeBytecodeToFile(*module, os))) {
@@ -222,8 +251,14 @@ int main(int argc, char **argv) {
                : "mlir";
   if (emit != "mlir" && emit != "llvm" && emit != "obj" && emit != "exe")
     return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
+  if (!shardSpecs.empty() && meshSpec.empty())
+    return userError("--shard needs --mesh");
   if (emit != "mlir")
     return compile(inputFile, outputFile, emit, registry);
+  if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))
+    return userError("--mesh and --shard apply to ONNX inputs or --emit; for "
+                     "MLIR use --dist-propagate=mesh=... --dist-partition");
+
   if (hpc::isONNXPath(inputFile))
     return runOnONNX(inputFile, outputFile, registry);
   return asMainReturnCode(MlirOptMain(argc, argv, inputFile, outputFile, registry));

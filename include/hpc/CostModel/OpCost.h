@@ -1,7 +1,8 @@
 //===- OpCost.h - analytic per-op cost estimates -----------------*- C++ -*-===//
 //
-// Floating-point operation counts of hpc ops from their static shapes. The
-// strategy search's cost model builds on these; the summary pass reports them.
+// Floating-point operation counts and memory traffic of hpc ops from their
+// static shapes. The strategy search's cost model builds on these; the
+// summary pass reports them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,14 @@ namespace hpc {
 /// Forward FLOPs of one op (a multiply-add counts as 2); 0 for ops that only
 /// move data, and for shapes that are not static.
 int64_t estimateFlops(mlir::Operation *op);
+
+/// Tensor elements one op reads (operands) plus writes (results); 0 for
+/// shapes that are not static. Views (reshape, squeeze, unsqueeze) move
+/// nothing.
+int64_t estimateElementsMoved(mlir::Operation *op);
+
+/// The same in bytes at the IR's element types (i1 counts as one byte).
+int64_t estimateBytes(mlir::Operation *op);
 
 } // namespace hpc
 

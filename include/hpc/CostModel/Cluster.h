@@ -1,0 +1,101 @@
+//===- Cluster.h - cluster and device descriptions ---------------*- C++ -*-===//
+//
+// What the cost model knows about a machine: how many nodes, how many devices
+// a node holds, what one device can do (peak FLOP/s per data type, memory
+// capacity and bandwidth) and the links of each topology level (intra-node:
+// NVLink/NVSwitch, HCCS; inter-node: InfiniBand, RoCE) with their bandwidth
+// and latency. A cluster comes from a preset (`dgx-a100-80g:128`) or a JSON
+// file; docs/cost-model.md documents the format and where the preset figures
+// come from.
+//
+// Plain C++ (no MLIR headers): the search and its unit tests use it directly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_COSTMODEL_CLUSTER_H
+#define HPC_COSTMODEL_CLUSTER_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hpc {
+namespace cost {
+
+/// Data types a device may have a peak rate for.
+enum class DType { FP32 = 0, TF32, BF16, FP16, FP8 };
+constexpr int kNumDTypes = 5;
+
+/// "fp32", "tf32", "bf16", "fp16", "fp8".
+const char *dtypeName(DType t);
+/// Parses a dtype name; false for an unknown one.
+bool parseDType(const std::string &name, DType &out);
+/// Bytes one element of `t` takes in memory (tf32 is stored as fp32).
+int dtypeBytes(DType t);
+
+/// One accelerator.
+struct DeviceSpec {
+  std::string kind;                 ///< e.g. "A100-SXM4-80GB"
+  double peakFlops[kNumDTypes] = {}; ///< dense FLOP/s per dtype; 0 = none
+  double memoryBytes = 0;           ///< capacity
+  double memoryBandwidth = 0;       ///< bytes/s
+  double reservedBytes = 0;         ///< taken by the runtime (context, workspaces)
+  double usableMemory() const { return memoryBytes - reservedBytes; }
+};
+
+/// The links of one topology level, per device and per direction.
+struct LinkSpec {
+  std::string name;      ///< e.g. "nvlink3", "ib-hdr"
+  double bandwidth = 0;  ///< bytes/s one device can send (and receive) at once
+  double latency = 0;    ///< seconds per message (one step of a collective)
+};
+
+/// Achievable fractions of the peaks, and fixed overheads. Calibrated against
+/// Megatron-LM's published throughput (docs/cost-model.md, docs/benchmarks.md).
+struct Efficiency {
+  double matmul = 0.8;          ///< fraction of peak FLOP/s a large GEMM reaches
+  double memory = 0.8;          ///< fraction of memory bandwidth kernels reach
+  double network = 0.8;         ///< fraction of link bandwidth collectives reach
+  double kernelOverhead = 0;    ///< seconds per kernel launch
+  double overlap = 1.0;         ///< fraction of gradient sync that may hide under backward
+};
+
+/// A whole machine: `nodes` nodes of `devicesPerNode` identical devices.
+struct ClusterSpec {
+  std::string name;          ///< preset spelling ("dgx-a100-80g:128") or file name
+  int64_t nodes = 1;
+  int64_t devicesPerNode = 1;
+  DeviceSpec device;
+  LinkSpec intraNode;        ///< level 0: devices in one node
+  LinkSpec interNode;        ///< level 1: between nodes (unused with one node)
+  Efficiency efficiency;
+
+  int64_t numDevices() const { return nodes * devicesPerNode; }
+};
+
+/// Names of the presets, each usable as "NAME:NODES".
+std::vector<std::string> clusterPresetNames();
+
+/// Fills `out` from "PRESET:NODES" (or "PRESET", one node). False and a
+/// one-line reason in `error` for an unknown preset or a bad node count.
+bool clusterFromPreset(const std::string &spec, ClusterSpec &out,
+                       std::string &error);
+
+/// Parses the JSON cluster format. On failure `error` is
+/// "<fileName>: <field path>: <reason>", e.g.
+/// "c.json: links[1].bandwidth_gbps: expected a number > 0".
+bool clusterFromJSON(const std::string &text, const std::string &fileName,
+                     ClusterSpec &out, std::string &error);
+
+/// "PRESET:NODES", "PRESET" or a path to a JSON file (anything ending in
+/// .json or naming an existing file).
+bool parseClusterSpec(const std::string &spec, ClusterSpec &out,
+                      std::string &error);
+
+/// The cluster in the JSON format clusterFromJSON reads.
+std::string clusterToJSON(const ClusterSpec &c);
+
+} // namespace cost
+} // namespace hpc
+
+#endif // HPC_COSTMODEL_CLUSTER_H

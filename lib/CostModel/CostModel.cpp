@@ -1,0 +1,389 @@
+//===- CostModel.cpp - analytic cost of a pipeline stage ------------------===//
+//
+// Time: GEMMs on a soft roofline (compute at the calibrated fraction of peak
+// plus operand traffic at the calibrated fraction of memory bandwidth), other
+// kernels memory-bound, a fixed launch overhead per kernel; backward is twice
+// forward, recomputation adds one forward. Collectives: alpha-beta per
+// topology level, hierarchical ring or tree, whichever is faster. Memory:
+// weights, gradients and optimizer states by ZeRO stage, activations kept for
+// backward (or only the layer inputs under recomputation), and buffers.
+// docs/cost-model.md states every formula.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/CostModel/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace hpc::cost;
+
+const char *hpc::cost::layerKindName(LayerKind k) {
+  switch (k) {
+  case LayerKind::Embedding: return "embedding";
+  case LayerKind::Block: return "block";
+  case LayerKind::MoE: return "moe";
+  case LayerKind::Head: return "head";
+  case LayerKind::Other: return "other";
+  }
+  return "other";
+}
+
+double Layer::gemmFlops() const {
+  double f = 0;
+  for (const Gemm &g : gemms)
+    f += g.flops();
+  return f;
+}
+
+double Model::params() const {
+  double p = 0;
+  for (const Layer &l : layers)
+    p += l.params();
+  return p;
+}
+
+double Model::gemmFlopsPerSample() const {
+  double f = 0;
+  for (const Layer &l : layers)
+    f += l.gemmFlops();
+  return f;
+}
+
+double Model::megatronFlopsPerSample() const {
+  double f = 0;
+  for (const Layer &l : layers)
+    f += (l.kind == LayerKind::Head ? 3 : 4) * l.gemmFlops();
+  return f;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Levels {
+  int64_t perNode; ///< members in one node
+  int64_t nodes;   ///< nodes the group spans
+};
+
+Levels levels(CommGroup g) {
+  int64_t p = std::clamp<int64_t>(g.perNode, 1, std::max<int64_t>(g.size, 1));
+  return {p, std::max<int64_t>(g.size / p, 1)};
+}
+
+double bandwidth(const ClusterSpec &c, const LinkSpec &l) {
+  return l.bandwidth * c.efficiency.network;
+}
+
+/// One reduce-scatter (or all-gather) pass of a hierarchical ring.
+double ringHalf(const ClusterSpec &c, double bytes, CommGroup g) {
+  Levels lv = levels(g);
+  double t = 0;
+  if (lv.perNode > 1) {
+    double p = double(lv.perNode);
+    t += (p - 1) / p * bytes / bandwidth(c, c.intraNode) +
+         (p - 1) * c.intraNode.latency;
+  }
+  if (lv.nodes > 1) {
+    double r = double(lv.nodes);
+    double shard = bytes / double(lv.perNode);
+    t += (r - 1) / r * shard / bandwidth(c, c.interNode) +
+         (r - 1) * c.interNode.latency;
+  }
+  return t;
+}
+
+} // namespace
+
+double hpc::cost::allReduceRingTime(const ClusterSpec &c, double bytes,
+                                    CommGroup g) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  return 2 * ringHalf(c, bytes, g);
+}
+
+double hpc::cost::allReduceTreeTime(const ClusterSpec &c, double bytes,
+                                    CommGroup g) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  Levels lv = levels(g);
+  const LinkSpec &link = lv.nodes > 1 ? c.interNode : c.intraNode;
+  double depth = std::ceil(std::log2(double(g.size)));
+  return 2 * depth * link.latency + 2 * bytes / bandwidth(c, link);
+}
+
+double hpc::cost::allReduceTime(const ClusterSpec &c, double bytes,
+                                CommGroup g) {
+  return std::min(allReduceRingTime(c, bytes, g),
+                  allReduceTreeTime(c, bytes, g));
+}
+
+double hpc::cost::reduceScatterTime(const ClusterSpec &c, double bytes,
+                                    CommGroup g) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  return ringHalf(c, bytes, g);
+}
+
+double hpc::cost::allGatherTime(const ClusterSpec &c, double bytes,
+                                CommGroup g) {
+  return reduceScatterTime(c, bytes, g);
+}
+
+double hpc::cost::allToAllTime(const ClusterSpec &c, double bytes,
+                               CommGroup g) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  Levels lv = levels(g);
+  double n = double(g.size);
+  double intra = double(lv.perNode - 1) / n * bytes;
+  double inter = double(g.size - lv.perNode) / n * bytes;
+  const LinkSpec &slow = lv.nodes > 1 ? c.interNode : c.intraNode;
+  return intra / bandwidth(c, c.intraNode) +
+         (inter > 0 ? inter / bandwidth(c, c.interNode) : 0) +
+         (n - 1) * slow.latency;
+}
+
+double hpc::cost::sendTime(const ClusterSpec &c, double bytes,
+                           bool crossesNode) {
+  if (bytes <= 0)
+    return 0;
+  const LinkSpec &link = crossesNode ? c.interNode : c.intraNode;
+  return link.latency + bytes / bandwidth(c, link);
+}
+
+CommGroup hpc::cost::tensorGroup(const ClusterSpec &c, const StageConfig &s) {
+  return {s.tp, std::min(s.tp, c.devicesPerNode)};
+}
+
+CommGroup hpc::cost::dataGroup(const ClusterSpec &c, const StageConfig &s) {
+  int64_t G = c.devicesPerNode;
+  return {s.dp, s.tp >= G ? 1 : std::min(s.dp, std::max<int64_t>(G / s.tp, 1))};
+}
+
+CommGroup hpc::cost::expertGroup(const ClusterSpec &c, const StageConfig &s) {
+  return {s.ep, std::min(s.ep, dataGroup(c, s).perNode)};
+}
+
+CommGroup hpc::cost::expertDataGroup(const ClusterSpec &c,
+                                     const StageConfig &s) {
+  int64_t G = c.devicesPerNode;
+  int64_t size = s.dp / s.ep;
+  int64_t inner = s.tp * s.ep;
+  return {size, inner >= G ? 1 : std::min(size, std::max<int64_t>(G / inner, 1))};
+}
+
+//===----------------------------------------------------------------------===//
+// Stages
+//===----------------------------------------------------------------------===//
+
+const char *hpc::cost::stageConfigProblem(const CostContext &ctx,
+                                          const std::vector<LayerRun> &runs,
+                                          const StageConfig &cfg,
+                                          int64_t microBatch) {
+  if (cfg.dp < 1 || cfg.tp < 1 || cfg.ep < 1)
+    return "degrees must be positive";
+  if (microBatch % cfg.dp)
+    return "dp does not divide the micro-batch";
+  if (cfg.dp % cfg.ep)
+    return "ep does not divide dp";
+  if (cfg.sp && cfg.tp == 1)
+    return "sequence parallelism needs tp > 1";
+  if (cfg.zero > 0 && cfg.dp == 1)
+    return "ZeRO needs dp > 1";
+  bool experts = false;
+  for (const LayerRun &r : runs) {
+    const Layer &l = ctx.model->layers[r.layer];
+    if (l.tpDivisor > 0 && l.tpDivisor % cfg.tp)
+      return "tp does not divide the layer's split dimensions";
+    if (l.numExperts > 0) {
+      experts = true;
+      if (l.numExperts % cfg.ep)
+        return "ep does not divide the expert count";
+    }
+  }
+  if (cfg.ep > 1 && !experts)
+    return "ep > 1 without expert layers";
+  return nullptr;
+}
+
+namespace {
+
+/// Bytes per parameter of the optimizer states, and bytes the update touches.
+double optimizerStateBytes(const TrainOptions &o) {
+  bool mixed = dtypeBytes(o.dtype) < 4;
+  if (o.optimizer == Optimizer::Adam)
+    return mixed ? 12 : 8; // fp32 master copy (mixed only), m, v
+  return mixed ? 8 : 4;    // fp32 master copy (mixed only), momentum
+}
+
+double optimizerTrafficBytes(const TrainOptions &o) {
+  double eb = dtypeBytes(o.dtype);
+  return (o.optimizer == Optimizer::Adam ? 24 : 16) + 2 * eb;
+}
+
+/// Forward time of one GEMM on one device.
+double gemmTime(const CostContext &ctx, const Gemm &g, const StageConfig &cfg,
+                double samples, double peak, double eb) {
+  double B = g.batch, M = g.m, K = g.k, N = g.n;
+  (g.scalesBatch ? B : M) *= samples;
+  double tp = double(cfg.tp);
+  switch (g.split) {
+  case Gemm::Split::N: N /= tp; break;
+  case Gemm::Split::K: K /= tp; break;
+  case Gemm::Split::Batch: B /= tp; break;
+  case Gemm::Split::None: break;
+  }
+  if (g.expert && cfg.ep > 1) {
+    B /= double(cfg.ep);
+    M *= double(cfg.ep);
+  }
+  const Efficiency &e = ctx.cluster->efficiency;
+  double flops = 2 * B * M * K * N;
+  double bytes = eb * B * (M * K + K * N + M * N);
+  return flops / (peak * e.matmul) +
+         bytes / (ctx.cluster->device.memoryBandwidth * e.memory);
+}
+
+} // namespace
+
+StageCost hpc::cost::evaluateStage(const CostContext &ctx,
+                                   const std::vector<LayerRun> &runs,
+                                   const StageConfig &cfg, int64_t microBatch,
+                                   const StagePlace &place) {
+  const ClusterSpec &c = *ctx.cluster;
+  const TrainOptions &o = ctx.options;
+  const Efficiency &eff = c.efficiency;
+  double eb = dtypeBytes(o.dtype);
+  double peak = c.device.peakFlops[int(o.dtype)];
+  double memBw = c.device.memoryBandwidth * eff.memory;
+  double samples = double(microBatch) / double(cfg.dp);
+  double tp = double(cfg.tp), ep = double(cfg.ep);
+  double spDiv = cfg.sp ? tp : 1;
+  double passes = cfg.recompute ? 4 : 3; // forward, backward (2x), recompute
+  CommGroup tpGroup = tensorGroup(c, cfg);
+  CommGroup epGroup = expertGroup(c, cfg);
+
+  StageCost s;
+  double forward = 0;          // forward kernels of the whole stage
+  double denseParams = 0;      // per device, after TP / EP splits
+  double expertParams = 0;
+  double largestLayerParams = 0;
+  double recomputeWorkingSet = 0;
+  double largestTPBuffer = 0;
+  for (const LayerRun &r : runs) {
+    const Layer &l = ctx.model->layers[r.layer];
+    double n = double(r.count);
+    double fwd = 0;
+    for (const Gemm &g : l.gemms)
+      fwd += gemmTime(ctx, g, cfg, samples, peak, eb);
+    fwd += (l.otherElemsReplicated / spDiv + l.otherElemsSharded / tp) *
+           samples * eb / memBw;
+    fwd += l.kernels * eff.kernelOverhead;
+    forward += n * fwd;
+
+    if (cfg.tp > 1) {
+      double fb = l.tpForwardAllReduce * samples * eb;
+      double bb = l.tpBackwardAllReduce * samples * eb;
+      auto collective = [&](double bytes) {
+        return cfg.sp ? reduceScatterTime(c, bytes, tpGroup) +
+                            allGatherTime(c, bytes, tpGroup)
+                      : allReduceTime(c, bytes, tpGroup);
+      };
+      double fwdComm = collective(fb);
+      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb));
+      largestTPBuffer = std::max(largestTPBuffer, std::max(fb, bb));
+    }
+    if (l.numExperts > 0 && cfg.ep > 1) {
+      double bytes = l.moeAllToAll * samples * eb;
+      // Dispatch and combine, in forward, backward and recomputation.
+      s.moeComm += n * 2 * (cfg.recompute ? 3 : 2) *
+                   allToAllTime(c, bytes, epGroup);
+    }
+
+    double saved = (l.savedReplicated / spDiv + l.savedSharded / tp) *
+                       samples * eb +
+                   l.savedFp32 * samples * 4 / tp;
+    if (cfg.recompute) {
+      s.activationsPerMicroBatch += n * l.inputElems * samples * eb / spDiv;
+      recomputeWorkingSet = std::max(recomputeWorkingSet, saved);
+    } else {
+      s.activationsPerMicroBatch += n * saved;
+    }
+    double dense = l.paramsReplicated + l.paramsSharded / tp;
+    double expert = (l.paramsExpertReplicated + l.paramsExpertSharded / tp) / ep;
+    denseParams += n * dense;
+    expertParams += n * expert;
+    largestLayerParams = std::max(largestLayerParams, dense + expert);
+  }
+  s.compute = forward * passes;
+
+  // Pipeline sends: the boundary activation (forward) and its gradient
+  // (backward), split over the TP ranks (scatter/gather optimization).
+  const Layer &firstLayer = ctx.model->layers[runs.front().layer];
+  const Layer &lastLayer = ctx.model->layers[runs.back().layer];
+  double outBytes = lastLayer.outputElems * samples * eb / tp;
+  double inBytes = firstLayer.inputElems * samples * eb / tp;
+  if (!place.last)
+    s.p2p += sendTime(c, outBytes, place.forwardCrossesNode);
+  if (!place.first)
+    s.p2p += sendTime(c, inBytes, place.backwardCrossesNode);
+
+  // Data parallelism and ZeRO.
+  CommGroup dpGroup = dataGroup(c, cfg);
+  CommGroup edpGroup = expertDataGroup(c, cfg);
+  double gd = denseParams * eb, ge = expertParams * eb;
+  double perMicro = 0, sync = 0;
+  if (cfg.dp > 1) {
+    switch (cfg.zero) {
+    case 0:
+      sync = allReduceTime(c, gd, dpGroup) + allReduceTime(c, ge, edpGroup);
+      break;
+    case 1:
+      sync = reduceScatterTime(c, gd, dpGroup) + allGatherTime(c, gd, dpGroup) +
+             reduceScatterTime(c, ge, edpGroup) + allGatherTime(c, ge, edpGroup);
+      break;
+    case 2:
+      perMicro = reduceScatterTime(c, gd, dpGroup) +
+                 reduceScatterTime(c, ge, edpGroup);
+      sync = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
+      break;
+    default:
+      perMicro = reduceScatterTime(c, gd, dpGroup) +
+                 reduceScatterTime(c, ge, edpGroup) +
+                 (cfg.recompute ? 3 : 2) * (allGatherTime(c, gd, dpGroup) +
+                                            allGatherTime(c, ge, edpGroup));
+      break;
+    }
+  }
+  double backward = forward * (passes - 1);
+  s.zeroComm = o.overlapGradSync
+                   ? std::max(0.0, perMicro - eff.overlap * s.compute)
+                   : perMicro;
+  s.gradSync = o.overlapGradSync
+                   ? std::max(0.0, sync - eff.overlap * backward)
+                   : sync;
+  double dpShard = double(cfg.dp), edpShard = double(cfg.dp / cfg.ep);
+  double optimizerParams =
+      cfg.zero >= 1 ? denseParams / dpShard + expertParams / edpShard
+                    : denseParams + expertParams;
+  s.optimizer = optimizerParams * optimizerTrafficBytes(o) / memBw;
+
+  s.perMicroBatch = s.compute + s.tpComm + s.moeComm + s.zeroComm + s.p2p;
+  s.perStep = s.gradSync + s.optimizer;
+
+  // Memory per device.
+  double all = denseParams + expertParams;
+  double shard = denseParams / dpShard + expertParams / edpShard;
+  s.weights = (cfg.zero >= 3 ? shard : all) * eb;
+  s.grads = (cfg.zero >= 2 ? shard : all) * eb;
+  s.optimizerStates = (cfg.zero >= 1 ? shard : all) * optimizerStateBytes(o);
+  s.workspace = recomputeWorkingSet + largestTPBuffer + 2 * (outBytes + inBytes);
+  if (cfg.zero >= 3)
+    s.workspace += 2 * largestLayerParams * eb; // gathered layer + prefetch
+  if (cfg.dp > 1)
+    s.workspace += 2 * std::min(all, 25e6) * eb; // gradient buckets
+  return s;
+}
