@@ -13,11 +13,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 "$ROOT/.ci/install-deps.sh"
 "$ROOT/.ci/build.sh"
 
-# The main job: import the example, print its hpc IR (weights elided), then
-# the one-screen summary (ops, parameters, FLOPs per token).
+# The main job, on the bundled 2-layer GPT-2 (batch 1, 16 tokens):
+# 1. import it, write its hpc IR, print the one-screen summary;
+# 2. compile it to an executable (weights beside it in .safetensors);
+# 3. run it on a sample input: output summary and time per run.
+OUT="$ROOT/build/examples"
+mkdir -p "$OUT"
 "$ROOT/build/bin/hpc-opt" "$ROOT/examples/gpt2.onnx" \
-  --input-shape input_ids=1,16 \
-  --mlir-elide-elementsattrs-if-larger=16 \
-  --mlir-elide-resource-strings-if-larger=64
+  --input-shape input_ids=1,16 --hpc-print-summary \
+  --mlir-elide-resource-strings-if-larger=64 -o "$OUT/gpt2.mlir"
+echo "hpc IR written to $OUT/gpt2.mlir"
 "$ROOT/build/bin/hpc-opt" "$ROOT/examples/gpt2.onnx" \
-  --input-shape input_ids=1,16 --hpc-print-summary -o /dev/null
+  --input-shape input_ids=1,16 -o "$OUT/gpt2.bin"
+"$OUT/gpt2.bin" run --input input_ids="$ROOT/examples/gpt2-input_ids.npy" \
+  --output-dir "$OUT/gpt2-out" --iters 20

@@ -304,6 +304,9 @@ def main():
                     ok = False
                     line += " MISMATCH"
         print(line)
+    # The sample input the README's main job runs the compiled GPT on.
+    sample = np.random.default_rng(7).integers(0, GPT2_CFG["vocab"], (1, 16), dtype=np.int64)
+    np.save(os.path.join(args.out_dir, "gpt2-input_ids.npy"), sample)
     return 0 if ok else 1
 
 
