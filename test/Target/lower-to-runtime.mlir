@@ -86,7 +86,7 @@ module {
 
 module {
   func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-    // expected-error @+1 {{'math.exp' op cannot be compiled (only hpc ops are)}}
+    // expected-error @+1 {{'math.exp' op cannot be compiled (only hpc and dist ops are)}}
     %0 = math.exp %x : tensor<4xf32>
     return %0 : tensor<4xf32>
   }
@@ -98,5 +98,31 @@ module {
 module {
   func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
     return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Collectives in their synchronous forms are runtime kernels; the others
+// are not lowered yet.
+module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.all_reduce_start' op has no runtime kernel yet}}
+    %t = dist.all_reduce_start %x over ["tp"] sum : tensor<4xf32> -> !dist.token<tensor<4xf32>>
+    %y = dist.wait %t : !dist.token<tensor<4xf32>> -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A collective's axes become mesh indices: [count, indices..., reduction].
+// CHECK-LABEL: module attributes {dist.mesh
+// CHECK: llvm.call @hpcrt_all_reduce(
+// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 1, 0]> : tensor<3xi64>)
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 2 : intra_node>} {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %y = dist.all_reduce %x over ["tp"] sum : tensor<4xf32> -> tensor<4xf32>
+    return %y : tensor<4xf32>
   }
 }
