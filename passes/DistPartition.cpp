@@ -102,7 +102,31 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       }
       from.partial.clear();
     }
-    // 2. Dimensions split differently: gather whole, 3. then slice.
+    // 2. An axis list moving from one dimension to another whole one is
+    // one all_to_all.
+    for (size_t i = 0; i < from.dims.size(); ++i) {
+      if (from.dims[i].empty() || from.dims[i] == to.dims[i] || !to.dims[i].empty())
+        continue;
+      for (size_t j = 0; j < to.dims.size(); ++j) {
+        if (j == i || to.dims[j] != from.dims[i] || !from.dims[j].empty())
+          continue;
+        int64_t g = groupOf(mesh, from.dims[i]);
+        if (type().getDimSize(j) % g != 0)
+          continue;
+        SmallVector<int64_t> shape(type().getShape());
+        shape[i] *= g;
+        shape[j] /= g;
+        bytesPerRank += (g - 1) * bytesOf(type()) / g;
+        ++collectives;
+        cur = AllToAllOp::create(b, loc, RankedTensorType::get(shape, type().getElementType()),
+                                 cur, axesAttr(b, from.dims[i]), b.getI64IntegerAttr(j),
+                                 b.getI64IntegerAttr(i), Attribute());
+        from.dims[j] = from.dims[i];
+        from.dims[i].clear();
+        break;
+      }
+    }
+    // 3. Dimensions split differently: gather whole, 4. then slice.
     for (size_t d = 0; d < from.dims.size(); ++d) {
       if (from.dims[d].empty() || from.dims[d] == to.dims[d])
         continue;

@@ -28,6 +28,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   propagate.shard = llvm::to_vector(shard);
   pm.addPass(createDistPropagate(propagate));
   pm.addPass(createDistPartition());
+  // Collectives that undo each other (slice then gather) fold away.
+  pm.addPass(mlir::createCanonicalizerPass());
 }
 
 void hpc::registerPipelines() {

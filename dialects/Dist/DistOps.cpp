@@ -263,5 +263,27 @@ LogicalResult WaitOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Folders: collectives that undo each other
+//===----------------------------------------------------------------------===//
+
+/// all_gather(all_slice(x)) and all_slice(all_gather(x)) over the same axes
+/// and dimension give x back.
+template <typename Inner, typename Outer>
+static OpFoldResult foldInverse(Outer op) {
+  auto inner = op.getInput().template getDefiningOp<Inner>();
+  if (inner && inner.getAxes() == op.getAxes() && inner.getDim() == op.getDim() &&
+      inner.getInput().getType() == op.getType())
+    return inner.getInput();
+  return {};
+}
+
+OpFoldResult AllGatherOp::fold(FoldAdaptor) { return foldInverse<AllSliceOp>(*this); }
+OpFoldResult AllSliceOp::fold(FoldAdaptor) { return foldInverse<AllGatherOp>(*this); }
+OpFoldResult AllReduceOp::fold(FoldAdaptor) { return {}; }
+OpFoldResult ReduceScatterOp::fold(FoldAdaptor) { return {}; }
+OpFoldResult AllToAllOp::fold(FoldAdaptor) { return {}; }
+OpFoldResult BroadcastOp::fold(FoldAdaptor) { return {}; }
+
 #define GET_OP_CLASSES
 #include "Dist/DistOps.cpp.inc"

@@ -63,6 +63,7 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
     let results = (outs AnyRankedTensor:$result);
     let assemblyFormat = "$input `over` $axes " # attrFormat #
                          " attr-dict `:` type($input) `->` type($result)";
+    let hasFolder = 1;
   }
   def StartOp : Dist_CollectiveBase<mnemonic # "_start", 1> {
     let summary = summaryText # " (asynchronous start)";
@@ -106,6 +107,7 @@ def Dist_AllSliceOp : Dist_Op<"all_slice", [Pure]> {
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Dist_SendOp : Dist_Op<"send"> {
