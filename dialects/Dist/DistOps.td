@@ -49,14 +49,13 @@ def Dist_ReshardOp : Dist_Op<"reshard", [Pure, AllTypesMatch<["input", "result"]
 
 // A collective in its synchronous form (`name`) and asynchronous form
 // (`name_start`, returning a token that dist.wait completes).
-class Dist_CollectiveBase<string mnemonic, bit async> : Dist_Op<mnemonic> {
-  code extraVerify = "";
+class Dist_CollectiveBase<string mnemonic> : Dist_Op<mnemonic> {
   let hasVerifier = 1;
 }
 
 multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
                            string attrFormat> {
-  def Op : Dist_CollectiveBase<mnemonic, 0> {
+  def Op : Dist_CollectiveBase<mnemonic> {
     let summary = summaryText;
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
                          extraArgs, (ins OptionalAttr<AnyAttr>:$compression));
@@ -65,7 +64,7 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
                          " attr-dict `:` type($input) `->` type($result)";
     let hasFolder = 1;
   }
-  def StartOp : Dist_CollectiveBase<mnemonic # "_start", 1> {
+  def StartOp : Dist_CollectiveBase<mnemonic # "_start"> {
     let summary = summaryText # " (asynchronous start)";
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
                          extraArgs, (ins OptionalAttr<AnyAttr>:$compression));
