@@ -205,7 +205,7 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"dgx-a100-80g:1\"",
            "PRESET:NODES (dgx-a100-40g, dgx-a100-80g, dgx-h100, h200, "
-           "ascend-910) or a cluster JSON file">,
+           "ascend-910), a cluster JSON file, or FILE.json:NODES">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "Evaluate this plan instead of searching: dp=N,tp=N,pp=N[,ep=N]"
            "[,mbs=N][,zero=N][,sp=0|1][,recompute=0|1]">,

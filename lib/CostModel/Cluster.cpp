@@ -96,8 +96,9 @@ Efficiency calibratedEfficiency() {
   e.matmul = 0.85;
   e.memory = 0.70;
   e.network = 0.70;
+  e.networkInter = 0.90;
   e.kernelOverhead = 4e-6;
-  e.overlap = 1.0;
+  e.overlap = 0.7;
   return e;
 }
 
@@ -373,14 +374,16 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
     if (!eff)
       return false;
     if (!r.onlyKeys(*eff, "efficiency",
-                    {"matmul", "memory", "network", "kernel_overhead_us",
-                     "overlap"}))
+                    {"matmul", "memory", "network", "network_inter",
+                     "kernel_overhead_us", "overlap"}))
       return false;
     Efficiency &e = c.efficiency;
     double overheadUs = e.kernelOverhead / kMicro;
     if (!r.number(*eff, "efficiency", "matmul", e.matmul, false, 0, true) ||
         !r.number(*eff, "efficiency", "memory", e.memory, false, 0, true) ||
         !r.number(*eff, "efficiency", "network", e.network, false, 0, true) ||
+        !r.number(*eff, "efficiency", "network_inter", e.networkInter, false,
+                  0, true) ||
         !r.number(*eff, "efficiency", "kernel_overhead_us", overheadUs, false,
                   0, false) ||
         !r.number(*eff, "efficiency", "overlap", e.overlap, false, 0, false))
@@ -388,6 +391,7 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
     for (auto [key, v] : {std::pair<const char *, double>{"matmul", e.matmul},
                           {"memory", e.memory},
                           {"network", e.network},
+                          {"network_inter", e.networkInter},
                           {"overlap", e.overlap}})
       if (v > 1)
         return r.fail(std::string("efficiency.") + key,
@@ -401,16 +405,39 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
 bool hpc::cost::parseClusterSpec(const std::string &spec, ClusterSpec &out,
                                  std::string &error) {
   llvm::StringRef s(spec);
-  bool isFile = s.ends_with(".json") || llvm::sys::fs::is_regular_file(spec);
+  // "cluster.json:NODES" reuses a file's node type at another node count.
+  llvm::StringRef path = s;
+  int64_t nodes = 0;
+  size_t colon = s.rfind(':');
+  if (colon != llvm::StringRef::npos && s.substr(0, colon).ends_with(".json")) {
+    path = s.substr(0, colon);
+    if (s.substr(colon + 1).getAsInteger(10, nodes) || nodes < 1) {
+      error = "cluster '" + spec + "': the node count after ':' must be a "
+              "positive integer";
+      return false;
+    }
+  }
+  bool isFile = path.ends_with(".json") || llvm::sys::fs::is_regular_file(path);
   if (!isFile)
     return clusterFromPreset(spec, out, error);
-  auto buffer = llvm::MemoryBuffer::getFile(spec, /*IsText=*/true);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) {
-    error = spec + ": cannot read the cluster file: " +
+    error = path.str() + ": cannot read the cluster file: " +
             buffer.getError().message();
     return false;
   }
-  return clusterFromJSON((*buffer)->getBuffer().str(), spec, out, error);
+  if (!clusterFromJSON((*buffer)->getBuffer().str(), path.str(), out, error))
+    return false;
+  if (nodes > 0) {
+    if (nodes > 1 && out.nodes == 1 && out.interNode.name == out.intraNode.name) {
+      error = spec + ": the file has no \"inter-node\" link level for " +
+              std::to_string(nodes) + " nodes";
+      return false;
+    }
+    out.nodes = nodes;
+    out.name = out.name + ":" + std::to_string(nodes);
+  }
+  return true;
 }
 
 std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
@@ -442,6 +469,7 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
        llvm::json::Object{{"matmul", c.efficiency.matmul},
                           {"memory", c.efficiency.memory},
                           {"network", c.efficiency.network},
+                          {"network_inter", c.efficiency.networkInter},
                           {"kernel_overhead_us",
                            c.efficiency.kernelOverhead / kMicro},
                           {"overlap", c.efficiency.overlap}}}};

@@ -74,7 +74,8 @@ Levels levels(CommGroup g) {
 }
 
 double bandwidth(const ClusterSpec &c, const LinkSpec &l) {
-  return l.bandwidth * c.efficiency.network;
+  return l.bandwidth * (&l == &c.interNode ? c.efficiency.networkInter
+                                           : c.efficiency.network);
 }
 
 /// One reduce-scatter (or all-gather) pass of a hierarchical ring.
@@ -144,6 +145,16 @@ double hpc::cost::allToAllTime(const ClusterSpec &c, double bytes,
   return intra / bandwidth(c, c.intraNode) +
          (inter > 0 ? inter / bandwidth(c, c.interNode) : 0) +
          (n - 1) * slow.latency;
+}
+
+double hpc::cost::flatRingPassTime(const ClusterSpec &c, double bytes,
+                                   CommGroup g) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  Levels lv = levels(g);
+  const LinkSpec &slow = lv.nodes > 1 ? c.interNode : c.intraNode;
+  double n = double(g.size);
+  return (n - 1) / n * bytes / bandwidth(c, slow) + (n - 1) * slow.latency;
 }
 
 double hpc::cost::sendTime(const ClusterSpec &c, double bytes,
@@ -346,15 +357,16 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
              reduceScatterTime(c, ge, edpGroup) + allGatherTime(c, ge, edpGroup);
       break;
     case 2:
-      perMicro = reduceScatterTime(c, gd, dpGroup) +
-                 reduceScatterTime(c, ge, edpGroup);
+      // Partitioned gradients are reduce-scattered every micro-batch.
+      perMicro = flatRingPassTime(c, gd, dpGroup) +
+                 flatRingPassTime(c, ge, edpGroup);
       sync = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
       break;
     default:
-      perMicro = reduceScatterTime(c, gd, dpGroup) +
-                 reduceScatterTime(c, ge, edpGroup) +
-                 (cfg.recompute ? 3 : 2) * (allGatherTime(c, gd, dpGroup) +
-                                            allGatherTime(c, ge, edpGroup));
+      // ZeRO-3 also gathers the parameters in forward, backward and
+      // recomputation.
+      perMicro = (cfg.recompute ? 4 : 3) * (flatRingPassTime(c, gd, dpGroup) +
+                                            flatRingPassTime(c, ge, edpGroup));
       break;
     }
   }

@@ -228,6 +228,10 @@ private:
       gemm(op, g.getA(), g.getB(), g.getTransA(), g.getTransB(), g.getC());
       return;
     }
+    if (auto c = dyn_cast<hpc::ConvOp>(op)) {
+      conv(c);
+      return;
+    }
     if (auto ga = dyn_cast<hpc::GatherOp>(op)) {
       if (!isAct(ga.getInput()) && isAct(ga.getIndices())) {
         // Vocabulary-parallel embedding: each rank looks up its rows; the
@@ -450,6 +454,36 @@ private:
       g.expert = true;
       L->numExperts = std::max<int64_t>(L->numExperts, wt.getDimSize(0));
     }
+    linear(x, w, r, g, outDim, k);
+  }
+
+  /// A convolution as the implicit GEMM it runs as: [output pixels,
+  /// Cin/groups * window] x [Cin/groups * window, Cout]; tensor parallelism
+  /// splits output channels (column) or input channels (row).
+  void conv(hpc::ConvOp op) {
+    L->kernels += 1;
+    Value x = op.getInput(), w = op.getWeight(), r = op.getResult();
+    if (!isAct(x) || isAct(w)) { // not a layer with a weight: data movement
+      sharded[r] = isAct(x) && isSharded(x);
+      L->otherElemsReplicated += double(hpc::estimateElementsMoved(op)) / irBatch;
+      return;
+    }
+    auto wt = cast<RankedTensorType>(w.getType());
+    int64_t cout = wt.getDimSize(0);
+    int64_t k = wt.getNumElements() / cout;
+    Gemm g;
+    g.k = double(k);
+    g.n = double(cout);
+    g.m = double(elementsOf(r)) / double(cout) / irBatch;
+    if (Value bias = op.getBias())
+      if (!isAct(bias))
+        noteWeights(bias, !isSharded(x) && cout >= kMinSplitDim, false);
+    linear(x, w, r, g, cout, k);
+  }
+
+  /// Records a product of activation `x` with weight `w` (result `r`) and
+  /// its tensor-parallel layout.
+  void linear(Value x, Value w, Value r, Gemm g, int64_t outDim, int64_t k) {
     if (!isSharded(x) && outDim < kMinSplitDim) {
       // A small projection (a router, a few-class classifier): replicated.
       g.split = Gemm::Split::None;

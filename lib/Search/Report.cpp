@@ -34,6 +34,20 @@ std::string hpc::search::formatBytes(double bytes) {
   return s;
 }
 
+/// 175.2B, 8.39M, 1.01T (counts, not bytes).
+static std::string formatCount(double v) {
+  const char *units[] = {"", "K", "M", "B", "T", "P"};
+  int u = 0;
+  while (v >= 1000 && u < 5) {
+    v /= 1000;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(v >= 100 ? "%.1f%s" : "%.3g%s", v, units[u]);
+  return s;
+}
+
 static std::string formatSeconds(double s) {
   std::string out;
   llvm::raw_string_ostream os(out);
@@ -77,9 +91,9 @@ std::string hpc::search::formatPlanTable(const CostContext &ctx,
      << " " << c.device.kind << " (" << c.numDevices() << " devices, "
      << formatBytes(ctx.memoryLimit()) << " usable each)\n";
   os << "model: " << model.layers.size() << " layers, "
-     << llvm::format("%.4g", model.params() / 1e9) << "B parameters, "
-     << llvm::format("%.4g", model.gemmFlopsPerSample() / 1e12)
-     << " TFLOP forward per sample; global batch "
+     << formatCount(model.params()) << " parameters, "
+     << formatCount(model.gemmFlopsPerSample())
+     << "FLOP forward per sample; global batch "
      << ctx.options.globalBatch << ", " << dtypeName(ctx.options.dtype)
      << ", " << (ctx.options.optimizer == Optimizer::Adam ? "adam" : "sgd")
      << "\n";
@@ -205,18 +219,33 @@ std::string hpc::search::planToJSON(const CostContext &ctx, const Plan &plan,
   llvm::json::Array layers;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const Layer &l = model.layers[i];
-    llvm::json::Object o{{"index", int64_t(i)},
-                         {"name", l.name},
-                         {"kind", layerKindName(l.kind)},
-                         {"class", l.classId},
-                         {"params", l.params()},
-                         {"gemm_flops_per_sample", l.gemmFlops()},
-                         {"saved_elements_per_sample",
-                          l.savedReplicated + l.savedSharded + l.savedFp32},
-                         {"tp_allreduce_elements_per_sample",
-                          l.tpForwardAllReduce + l.tpBackwardAllReduce}};
-    if (l.numExperts)
+    // Per-sample figures of the forward pass (elements unless named).
+    llvm::json::Object o{
+        {"index", int64_t(i)},
+        {"name", l.name},
+        {"kind", layerKindName(l.kind)},
+        {"class", l.classId},
+        {"params", l.params()},
+        {"params_tp_split", l.paramsSharded + l.paramsExpertSharded},
+        {"gemms", int64_t(l.gemms.size())},
+        {"gemm_flops", l.gemmFlops()},
+        {"other_flops", l.otherFlops},
+        {"other_elements_moved",
+         l.otherElemsReplicated + l.otherElemsSharded},
+        {"kernels", l.kernels},
+        {"saved_replicated", l.savedReplicated},
+        {"saved_tp_split", l.savedSharded},
+        {"saved_fp32", l.savedFp32},
+        {"input_elements", l.inputElems},
+        {"output_elements", l.outputElems},
+        {"tp_forward_allreduce", l.tpForwardAllReduce},
+        {"tp_backward_allreduce", l.tpBackwardAllReduce},
+        {"tp_divisor", l.tpDivisor}};
+    if (l.numExperts) {
       o["experts"] = l.numExperts;
+      o["moe_all_to_all"] = l.moeAllToAll;
+      o["params_expert"] = l.paramsExpertReplicated + l.paramsExpertSharded;
+    }
     layers.push_back(std::move(o));
   }
   llvm::Expected<llvm::json::Value> cluster =

@@ -399,20 +399,20 @@ Plan hpc::search::searchDP(const CostContext &ctx, const SearchSpace &space,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
-    // Options stay alive for the whole group (choices point into them).
-    std::vector<std::unique_ptr<OptionCache>> caches;
+    // The best plan's choices point into its options: keep that cache.
+    std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
       std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
       for (int64_t b : batches) {
-        caches.push_back(
-            std::make_unique<OptionCache>(ctx, keys, configs, b, stats));
+        auto cache = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
         double before = best;
         std::vector<Choice> choices;
-        dpSubproblem(ctx, *caches.back(), S, n, b, best, choices, stats);
+        dpSubproblem(ctx, *cache, S, n, b, best, choices, stats);
         if (stats)
           ++stats->subproblems;
         if (best < before) {
           bestChoices = choices;
+          bestCache = std::move(cache);
           bestB = b;
           bestN = n;
         }
@@ -472,14 +472,14 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
-    std::vector<std::unique_ptr<OptionCache>> caches;
+    std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
       std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
       for (int64_t b : batches) {
-        caches.push_back(
-            std::make_unique<OptionCache>(ctx, keys, configs, b, stats));
-        OptionCache &cache = *caches.back();
+        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
+        OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
+        double before = best;
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {
           if (stats)
             ++stats->partitions;
@@ -545,6 +545,8 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
             }
           }
         });
+        if (best < before)
+          bestCache = std::move(owned);
       }
     }
     if (best < kInf) {
@@ -575,14 +577,14 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
-    std::vector<std::unique_ptr<OptionCache>> caches;
+    std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
       std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
       for (int64_t b : batches) {
-        caches.push_back(
-            std::make_unique<OptionCache>(ctx, keys, configs, b, stats));
-        OptionCache &cache = *caches.back();
+        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
+        OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
+        double before = best;
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {
           if (tooLarge)
             return;
@@ -627,6 +629,8 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
               break;
           }
         });
+        if (best < before)
+          bestCache = std::move(owned);
         if (tooLarge)
           break;
       }
@@ -828,6 +832,8 @@ bool hpc::search::megatronSplit(const Model &model, int64_t pp,
 
 namespace {
 
+const char *const kBatchProblem = "dp does not divide the micro-batch";
+
 /// The best uniform-knob plan with fixed ranges and degrees; knobs < 0 free.
 Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
                  const std::vector<std::pair<int, int>> &ranges, int64_t dp,
@@ -873,7 +879,10 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
             runs.push_back({l, 1});
         }
         if (const char *why = stageConfigProblem(ctx, runs, cfg, b)) {
-          problem = why;
+          // Prefer a structural reason over a micro-batch size that only
+          // some candidate sizes have.
+          if (problem.empty() || std::string(why) != kBatchProblem)
+            problem = why;
           valid = false;
           break;
         }

@@ -16,6 +16,7 @@
 
 #include "hpc/Import/ONNXImporter.h"
 #include "hpc/InitAll.h"
+#include "hpc/Passes.h"
 #include "hpc/Pipeline.h"
 #include "hpc/Target/Emit.h"
 
@@ -80,6 +81,28 @@ static llvm::cl::list<std::string> shardSpecs(
                    "with one entry per dimension (mesh axes joined by '+', "
                    "'-' for none), e.g. --shard=input_ids=dp,-"),
     llvm::cl::cat(compileCategory));
+
+static llvm::cl::OptionCategory searchCategory("Strategy search options");
+
+static llvm::cl::opt<std::string> clusterSpec(
+    "cluster",
+    llvm::cl::desc("Plan for this cluster: PRESET:NODES (dgx-a100-40g, "
+                   "dgx-a100-80g, dgx-h100, h200, ascend-910) or a cluster "
+                   "JSON file; with --mesh, evaluates that plan instead"),
+    llvm::cl::init(""), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<bool> autoParallel(
+    "auto-parallel",
+    llvm::cl::desc("Search the hybrid-parallel strategy for --cluster"),
+    llvm::cl::init(false), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<std::string> reportFile(
+    "report", llvm::cl::desc("Write the plan and its prediction as JSON here"),
+    llvm::cl::init(""), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<int64_t> globalBatch(
+    "global-batch", llvm::cl::desc("Samples per optimizer step for the plan"),
+    llvm::cl::init(0), llvm::cl::cat(searchCategory));
 
 static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
@@ -196,10 +219,21 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   auto module = hpc::importONNXFile(context, inputFile, options, error);
   if (!module)
     return userError(error);
-  if (!meshSpec.empty()) {
-    // Show the partitioned per-rank program.
+  bool search = !clusterSpec.empty() || autoParallel;
+  if (search || !meshSpec.empty()) {
+    // With a cluster: search (or evaluate --mesh) and report the plan;
+    // else show the partitioned per-rank program.
     PassManager pm(&context);
-    hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs));
+    if (search) {
+      hpc::DistSearchOptions options;
+      options.cluster = clusterSpec;
+      options.mesh = meshSpec;
+      options.report = reportFile;
+      options.globalBatch = globalBatch;
+      pm.addPass(hpc::createDistSearch(options));
+    } else {
+      hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs));
+    }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
         llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
@@ -253,6 +287,17 @@ int main(int argc, char **argv) {
     return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
+  if (autoParallel && clusterSpec.empty())
+    return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
+  if (autoParallel && !meshSpec.empty())
+    return userError("--auto-parallel searches the plan; --mesh gives one: use one of them");
+  if ((!reportFile.empty() || globalBatch) && clusterSpec.empty())
+    return userError("--report and --global-batch need --cluster");
+  if (!clusterSpec.empty() && emit != "mlir")
+    return userError("a searched plan (--cluster) is reported, not compiled yet: "
+                     "compile with --mesh=dp=N,tp=N for data and tensor parallelism");
+  if (!clusterSpec.empty() && !hpc::isONNXPath(inputFile))
+    return userError("--cluster applies to ONNX inputs; for MLIR use --dist-search=cluster=...");
   if (emit != "mlir")
     return compile(inputFile, outputFile, emit, registry);
   if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))

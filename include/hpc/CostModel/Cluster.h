@@ -55,7 +55,9 @@ struct LinkSpec {
 struct Efficiency {
   double matmul = 0.8;          ///< fraction of peak FLOP/s a large GEMM reaches
   double memory = 0.8;          ///< fraction of memory bandwidth kernels reach
-  double network = 0.8;         ///< fraction of link bandwidth collectives reach
+  double network = 0.8;          ///< fraction of intra-node link bandwidth
+                                ///< collectives reach
+  double networkInter = 0.9;    ///< the same for inter-node links
   double kernelOverhead = 0;    ///< seconds per kernel launch
   double overlap = 1.0;         ///< fraction of gradient sync that may hide under backward
 };
@@ -87,8 +89,9 @@ bool clusterFromPreset(const std::string &spec, ClusterSpec &out,
 bool clusterFromJSON(const std::string &text, const std::string &fileName,
                      ClusterSpec &out, std::string &error);
 
-/// "PRESET:NODES", "PRESET" or a path to a JSON file (anything ending in
-/// .json or naming an existing file).
+/// "PRESET:NODES", "PRESET", a path to a JSON file (anything ending in .json
+/// or naming an existing file), or "FILE.json:NODES" (the file's node type at
+/// another node count).
 bool parseClusterSpec(const std::string &spec, ClusterSpec &out,
                       std::string &error);
 

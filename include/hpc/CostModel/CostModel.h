@@ -179,6 +179,11 @@ double allGatherTime(const ClusterSpec &cluster, double bytes, CommGroup g);
 /// `bytes` is what one device holds before the exchange.
 double allToAllTime(const ClusterSpec &cluster, double bytes, CommGroup g);
 double sendTime(const ClusterSpec &cluster, double bytes, bool crossesNode);
+/// One pass of a flat ring (reduce-scatter or all-gather) that does not use
+/// the hierarchy: every member moves (g-1)/g of the buffer over the slowest
+/// link it spans. How ZeRO's per-micro-batch parameter gathers and gradient
+/// reduce-scatters behave (docs/cost-model.md).
+double flatRingPassTime(const ClusterSpec &cluster, double bytes, CommGroup g);
 
 /// The groups of a stage of `dp * tp` devices placed on a contiguous,
 /// aligned block, TP ranks innermost, then EP, then DP.

@@ -1,0 +1,340 @@
+//===- CostModelTest.cpp - cluster specs and the stage cost model ---------===//
+//
+// Presets and the JSON cluster format (including its error messages), the
+// alpha-beta collective formulas, ZeRO and activation memory against their
+// published formulas, and Megatron-LM's FLOP count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/CostModel/CostModel.h"
+#include "hpc/Search/Search.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+using namespace hpc::cost;
+
+namespace {
+
+constexpr double GiB = 1024.0 * 1024 * 1024;
+
+/// A GPT transformer block as ModelExtract builds it for the gen_gpt3_shapes
+/// graph (per sample; s sequence, h hidden, a heads, no dropout).
+Layer gptBlock(double s, double h, double a) {
+  Layer l;
+  l.kind = LayerKind::Block;
+  auto linear = [&](double k, double n, Gemm::Split split) {
+    Gemm g;
+    g.m = s;
+    g.k = k;
+    g.n = n;
+    g.split = split;
+    l.gemms.push_back(g);
+  };
+  for (int i = 0; i < 3; ++i)
+    linear(h, h, Gemm::Split::N); // q, k, v
+  Gemm scores;
+  scores.scalesBatch = true;
+  scores.batch = a;
+  scores.m = s;
+  scores.k = h / a;
+  scores.n = s;
+  scores.split = Gemm::Split::Batch;
+  l.gemms.push_back(scores);
+  Gemm context = scores;
+  context.k = s;
+  context.n = h / a;
+  l.gemms.push_back(context);
+  linear(h, h, Gemm::Split::K);     // attention projection
+  linear(h, 4 * h, Gemm::Split::N); // MLP up
+  linear(4 * h, h, Gemm::Split::K); // MLP down
+  l.paramsSharded = 12 * h * h + 7 * h;
+  l.paramsReplicated = 6 * h;
+  l.savedReplicated = 4 * s * h;          // LN inputs, QKV and MLP inputs
+  l.savedSharded = 12 * s * h + a * s * s; // q, k, v, softmax, proj, GELU
+  l.inputElems = l.outputElems = s * h;
+  l.tpForwardAllReduce = 2 * s * h;
+  l.tpBackwardAllReduce = 2 * s * h;
+  l.tpDivisor = int64_t(a);
+  return l;
+}
+
+ClusterSpec preset(const std::string &name) {
+  ClusterSpec c;
+  std::string error;
+  EXPECT_TRUE(clusterFromPreset(name, c, error)) << error;
+  return c;
+}
+
+} // namespace
+
+TEST(ClusterTest, Presets) {
+  ClusterSpec a = preset("dgx-a100-80g:128");
+  EXPECT_EQ(a.numDevices(), 1024);
+  EXPECT_EQ(a.devicesPerNode, 8);
+  EXPECT_EQ(a.device.peakFlops[int(DType::BF16)], 312e12);
+  EXPECT_EQ(a.device.memoryBytes, 80 * GiB);
+  EXPECT_EQ(a.device.memoryBandwidth, 2039e9);
+  EXPECT_EQ(a.intraNode.bandwidth, 300e9);
+  EXPECT_EQ(a.interNode.bandwidth, 25e9);
+  EXPECT_EQ(a.name, "dgx-a100-80g:128");
+  ClusterSpec a40 = preset("dgx-a100-40g:2");
+  EXPECT_EQ(a40.device.memoryBytes, 40 * GiB);
+  EXPECT_EQ(a40.device.memoryBandwidth, 1555e9);
+  ClusterSpec h = preset("dgx-h100:4");
+  EXPECT_EQ(h.device.peakFlops[int(DType::BF16)], 989.4e12);
+  EXPECT_EQ(h.device.peakFlops[int(DType::FP8)], 1978.9e12);
+  EXPECT_EQ(h.interNode.bandwidth, 50e9);
+  ClusterSpec h2 = preset("h200");
+  EXPECT_EQ(h2.nodes, 1);
+  EXPECT_EQ(h2.device.memoryBandwidth, 4800e9);
+  ClusterSpec asc = preset("ascend-910:16");
+  EXPECT_EQ(asc.numDevices(), 128);
+  EXPECT_EQ(asc.device.peakFlops[int(DType::FP16)], 256e12);
+  EXPECT_EQ(asc.device.peakFlops[int(DType::BF16)], 0);
+  EXPECT_EQ(asc.device.memoryBytes, 32 * GiB);
+
+  ClusterSpec c;
+  std::string error;
+  EXPECT_FALSE(clusterFromPreset("dgx-b200:4", c, error));
+  EXPECT_NE(error.find("unknown preset 'dgx-b200'"), std::string::npos);
+  EXPECT_FALSE(clusterFromPreset("dgx-h100:0", c, error));
+  EXPECT_NE(error.find("node count"), std::string::npos);
+  EXPECT_FALSE(clusterFromPreset("dgx-h100:x", c, error));
+}
+
+TEST(ClusterTest, JSONRoundTrip) {
+  ClusterSpec a = preset("dgx-h100:16");
+  ClusterSpec b;
+  std::string error;
+  ASSERT_TRUE(clusterFromJSON(clusterToJSON(a), "x.json", b, error)) << error;
+  EXPECT_EQ(b.nodes, a.nodes);
+  EXPECT_EQ(b.devicesPerNode, a.devicesPerNode);
+  EXPECT_EQ(b.device.kind, a.device.kind);
+  EXPECT_DOUBLE_EQ(b.device.memoryBytes, a.device.memoryBytes);
+  EXPECT_DOUBLE_EQ(b.device.peakFlops[int(DType::BF16)],
+                   a.device.peakFlops[int(DType::BF16)]);
+  EXPECT_DOUBLE_EQ(b.interNode.bandwidth, a.interNode.bandwidth);
+  EXPECT_DOUBLE_EQ(b.intraNode.latency, a.intraNode.latency);
+  EXPECT_DOUBLE_EQ(b.efficiency.matmul, a.efficiency.matmul);
+}
+
+TEST(ClusterTest, JSONErrorsNameTheField) {
+  const std::string good = R"({
+    "nodes": 2, "devices_per_node": 4,
+    "device": {"kind": "X", "memory_gib": 64,
+               "memory_bandwidth_gbytes_per_s": 2000,
+               "peak_tflops": {"bf16": 400}},
+    "links": [
+      {"level": "intra-node", "bandwidth_gbytes_per_s": 200, "latency_us": 2},
+      {"level": "inter-node", "bandwidth_gbytes_per_s": 25, "latency_us": 5}]})";
+  ClusterSpec c;
+  std::string error;
+  ASSERT_TRUE(clusterFromJSON(good, "c.json", c, error)) << error;
+  EXPECT_EQ(c.numDevices(), 8);
+  EXPECT_DOUBLE_EQ(c.device.reservedBytes, 2 * GiB);
+  EXPECT_DOUBLE_EQ(c.interNode.latency, 5e-6);
+
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"\"nodes\": 2", "\"nodes\": 0",
+       "c.json: nodes: expected an integer >= 1, got 0"},
+      {"\"nodes\": 2, ", "", "c.json: nodes: missing"},
+      {"\"memory_gib\": 64", "\"memory_gib\": \"lots\"",
+       "c.json: device.memory_gib: expected a number"},
+      {"\"bandwidth_gbytes_per_s\": 25", "\"bandwidth_gbytes_per_s\": -25",
+       "c.json: links[1].bandwidth_gbytes_per_s: expected a number > 0, got -25"},
+      {"\"level\": \"inter-node\"", "\"level\": \"rack\"",
+       "c.json: links[1].level: expected \"intra-node\" or \"inter-node\", "
+       "got \"rack\""},
+      {"\"bf16\": 400", "\"bf17\": 400",
+       "c.json: device.peak_tflops.bf17: unknown field"},
+      {"\"kind\": \"X\", ", "", "c.json: device.kind: missing"},
+      {"\"latency_us\": 2}", "\"latency_us\": 2, \"speed\": 1}",
+       "c.json: links[0].speed: unknown field"},
+      {"\"bf16\": 400", "\"bf16\": 0",
+       "c.json: device.peak_tflops: needs at least one dtype with a peak > 0"},
+  };
+  for (const Case &k : cases) {
+    std::string text = good;
+    size_t at = text.find(k.from);
+    ASSERT_NE(at, std::string::npos) << k.from;
+    text.replace(at, k.from.size(), k.to);
+    EXPECT_FALSE(clusterFromJSON(text, "c.json", c, error)) << k.message;
+    EXPECT_EQ(error.rfind(k.message, 0), 0u)
+        << "got: " << error << "\nwant: " << k.message;
+  }
+  // Two nodes need an inter-node level.
+  std::string oneLevel = good;
+  size_t cut = oneLevel.find(",\n      {\"level\": \"inter-node\"");
+  oneLevel.erase(cut, oneLevel.find("}]") + 1 - cut);
+  EXPECT_FALSE(clusterFromJSON(oneLevel, "c.json", c, error));
+  EXPECT_EQ(error, "c.json: links: needs an \"inter-node\" level (nodes is 2)");
+  // Syntax errors say where.
+  EXPECT_FALSE(clusterFromJSON("{\"nodes\": 2,", "c.json", c, error));
+  EXPECT_EQ(error.rfind("c.json: invalid JSON: ", 0), 0u) << error;
+}
+
+TEST(CostModelTest, Collectives) {
+  ClusterSpec c = preset("dgx-a100-80g:4");
+  c.efficiency.network = 0.5;
+  c.efficiency.networkInter = 0.5;
+  double bw = 300e9 * 0.5, ib = 25e9 * 0.5;
+  double a = c.intraNode.latency, ai = c.interNode.latency;
+  double B = 1e9;
+  // One node: ring all-reduce 2 (p-1)/p B / bw + 2 (p-1) alpha.
+  EXPECT_DOUBLE_EQ(allReduceRingTime(c, B, {8, 8}),
+                   2 * (7.0 / 8 * B / bw + 7 * a));
+  // Four nodes, 8 per node: intra RS/AG plus an inter-node ring on B/8.
+  EXPECT_DOUBLE_EQ(allReduceRingTime(c, B, {32, 8}),
+                   2 * (7.0 / 8 * B / bw + 7 * a) +
+                       2 * (3.0 / 4 * (B / 8) / ib + 3 * ai));
+  // One per node (stride >= node): a flat inter-node ring.
+  EXPECT_DOUBLE_EQ(allReduceRingTime(c, B, {4, 1}),
+                   2 * (3.0 / 4 * B / ib + 3 * ai));
+  // Big messages take the ring, tiny ones the tree.
+  EXPECT_EQ(allReduceTime(c, B, {32, 8}), allReduceRingTime(c, B, {32, 8}));
+  EXPECT_EQ(allReduceTime(c, 64, {32, 8}), allReduceTreeTime(c, 64, {32, 8}));
+  EXPECT_LT(allReduceTreeTime(c, 64, {32, 8}), allReduceRingTime(c, 64, {32, 8}));
+  // Reduce-scatter + all-gather = ring all-reduce.
+  EXPECT_DOUBLE_EQ(reduceScatterTime(c, B, {32, 8}) + allGatherTime(c, B, {32, 8}),
+                   allReduceRingTime(c, B, {32, 8}));
+  EXPECT_EQ(allReduceTime(c, B, {1, 1}), 0);
+  // All-to-all: (p-1)/n of the data inside the node, the rest across.
+  EXPECT_DOUBLE_EQ(allToAllTime(c, B, {16, 8}),
+                   7.0 / 16 * B / bw + 8.0 / 16 * B / ib + 15 * ai);
+  EXPECT_DOUBLE_EQ(sendTime(c, B, true), ai + B / ib);
+  // A flat ring over 4 nodes moves 31/32 of the buffer over the slowest link.
+  EXPECT_DOUBLE_EQ(flatRingPassTime(c, B, {32, 8}), 31.0 / 32 * B / ib + 31 * ai);
+  EXPECT_GT(flatRingPassTime(c, B, {32, 8}), 4 * reduceScatterTime(c, B, {32, 8}));
+  // Inter-node links have their own efficiency.
+  c.efficiency.networkInter = 1;
+  EXPECT_DOUBLE_EQ(sendTime(c, B, true), ai + B / 25e9);
+  EXPECT_DOUBLE_EQ(sendTime(c, B, false), a + B / bw);
+
+  // Groups of a stage: TP innermost, then DP.
+  StageConfig s;
+  s.tp = 4;
+  s.dp = 8;
+  EXPECT_EQ(tensorGroup(c, s).perNode, 4);
+  EXPECT_EQ(dataGroup(c, s).perNode, 2); // two TP groups per node
+  s.tp = 8;
+  s.dp = 4;
+  EXPECT_EQ(dataGroup(c, s).perNode, 1);
+  s.tp = 16;
+  s.dp = 2;
+  EXPECT_EQ(tensorGroup(c, s).perNode, 8); // TP across two nodes
+}
+
+TEST(CostModelTest, ZeroMemoryAndActivations) {
+  // One GPT-3-sized block on 8 devices, against the ZeRO paper's 2 + 2 + 12
+  // bytes per parameter and Korthikanti et al.'s activation formulas
+  // (without their dropout terms: our graphs have no dropout).
+  double s = 2048, h = 12288, a = 96;
+  Model model;
+  model.layers.push_back(gptBlock(s, h, a));
+  model.tokensPerSample = s;
+  ClusterSpec c = preset("dgx-a100-80g:1");
+  CostContext ctx;
+  ctx.model = &model;
+  ctx.cluster = &c;
+  ctx.options.globalBatch = 64;
+  std::vector<LayerRun> runs{{0, 1}};
+  StagePlace place;
+  const Layer &l = model.layers[0];
+  double P = l.params();
+
+  StageConfig cfg;
+  cfg.dp = 8;
+  for (int zero = 0; zero <= 3; ++zero) {
+    cfg.zero = zero;
+    StageCost cost = evaluateStage(ctx, runs, cfg, 8, place);
+    EXPECT_DOUBLE_EQ(cost.weights, (zero >= 3 ? P / 8 : P) * 2);
+    EXPECT_DOUBLE_EQ(cost.grads, (zero >= 2 ? P / 8 : P) * 2);
+    EXPECT_DOUBLE_EQ(cost.optimizerStates, (zero >= 1 ? P / 8 : P) * 12);
+  }
+
+  double b = 1; // samples per device
+  // Tensor parallelism t: 10 sbh replicated bytes... here 8 sbh (no dropout)
+  // + 24 sbh / t + 2 a s^2 b / t.
+  for (int64_t t : {1, 2, 4, 8}) {
+    cfg = StageConfig();
+    cfg.tp = t;
+    StageCost noSp = evaluateStage(ctx, runs, cfg, 1, place);
+    EXPECT_DOUBLE_EQ(noSp.activationsPerMicroBatch,
+                     s * b * h * (8 + 24.0 / t) + 2 * a * s * s * b / t);
+    if (t > 1) {
+      cfg.sp = true; // sequence parallelism: everything split by t
+      StageCost sp = evaluateStage(ctx, runs, cfg, 1, place);
+      EXPECT_DOUBLE_EQ(sp.activationsPerMicroBatch,
+                       (s * b * h * 8) / t + s * b * h * 24.0 / t +
+                           2 * a * s * s * b / t);
+    }
+    cfg.recompute = true; // only the layer input (2 sbh, / t with sp)
+    StageCost rc = evaluateStage(ctx, runs, cfg, 1, place);
+    EXPECT_DOUBLE_EQ(rc.activationsPerMicroBatch,
+                     2 * s * b * h / (cfg.sp ? t : 1));
+    EXPECT_GT(rc.workspace, rc.activationsPerMicroBatch);
+    EXPECT_GT(rc.compute, noSp.compute); // one more forward pass
+  }
+}
+
+TEST(CostModelTest, MegatronFlopCount) {
+  // 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)) per step, here per sample.
+  double s = 2048, h = 12288, a = 96, V = 51200;
+  int layers = 96;
+  Model model;
+  model.tokensPerSample = s;
+  for (int i = 0; i < layers; ++i)
+    model.layers.push_back(gptBlock(s, h, a));
+  Layer head;
+  head.kind = LayerKind::Head;
+  Gemm logits;
+  logits.m = s;
+  logits.k = h;
+  logits.n = V;
+  logits.split = Gemm::Split::N;
+  head.gemms.push_back(logits);
+  model.layers.push_back(head);
+  double l = layers;
+  double expected = 96 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(model.megatronFlopsPerSample(), expected, expected * 1e-12);
+  // Parameters: 12 l h^2 (+ 13 l h biases and norms) + V h.
+  EXPECT_NEAR(model.layers[0].params(), 12 * h * h + 13 * h, 1);
+}
+
+TEST(CostModelTest, TensorParallelCommunicationAndCompute) {
+  double s = 2048, h = 4096, a = 32;
+  Model model;
+  model.layers.push_back(gptBlock(s, h, a));
+  ClusterSpec c = preset("dgx-a100-80g:2");
+  CostContext ctx;
+  ctx.model = &model;
+  ctx.cluster = &c;
+  ctx.options.globalBatch = 8;
+  std::vector<LayerRun> runs{{0, 4}};
+  StagePlace place;
+  StageConfig cfg;
+  cfg.tp = 8;
+  StageCost inNode = evaluateStage(ctx, runs, cfg, 1, place);
+  // 4 layers x (2 forward + 2 backward) all-reduces of s h bf16 elements.
+  double bytes = 2 * s * h * 2;
+  EXPECT_DOUBLE_EQ(inNode.tpComm,
+                   4 * 2 * allReduceTime(c, bytes, tensorGroup(c, cfg)));
+  cfg.recompute = true; // the forward all-reduces run again
+  StageCost rc = evaluateStage(ctx, runs, cfg, 1, place);
+  EXPECT_DOUBLE_EQ(rc.tpComm, 1.5 * inNode.tpComm);
+  // TP across nodes is slower than inside one, even hierarchically.
+  cfg = StageConfig();
+  cfg.tp = 16;
+  StageCost across = evaluateStage(ctx, runs, cfg, 1, place);
+  EXPECT_GT(across.tpComm, 1.5 * inNode.tpComm);
+  // GEMM time shrinks with tp, but less than linearly (smaller GEMMs).
+  cfg.tp = 1;
+  StageCost one = evaluateStage(ctx, runs, cfg, 1, place);
+  EXPECT_LT(inNode.compute, one.compute / 6);
+  EXPECT_GT(inNode.compute, one.compute / 8);
+}
