@@ -61,3 +61,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if os.path.isdir(config.onnx_testdata_dir):
     config.available_features.add("onnx-testdata")
+
+# Multi-rank tests run the compiled binaries under OpenMPI's mpirun (as root
+# in CI, and with more ranks than cores).
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))

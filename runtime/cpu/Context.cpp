@@ -306,6 +306,40 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
              std::to_string(tensors_[i].index) + ", but there are " +
              std::to_string(inputs_.size()) + " inputs");
 
+    auto mit = m.find("mesh");
+    if (mit != m.end() && !mit->is_null()) {
+      const json &axes = field(*mit, "axes", "mesh");
+      if (!axes.is_array() || axes.empty())
+        fail("manifest: mesh.axes is not a non-empty array");
+      int64_t ranks = 1;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        std::string where = "mesh.axes[" + std::to_string(i) + "]";
+        MeshAxisInfo a;
+        a.name = strField(axes[i], "name", where);
+        a.size = intField(axes[i], "size", where);
+        if (axes[i].contains("level") && axes[i]["level"].is_string())
+          a.level = axes[i]["level"].get<std::string>();
+        if (a.name.empty())
+          fail("manifest: " + where + " has an empty name");
+        for (const MeshAxisInfo &b : mesh_)
+          if (b.name == a.name)
+            fail("manifest: mesh axis '" + a.name + "' is listed twice");
+        if (a.size < 1 || a.size > (1 << 20))
+          fail("manifest: " + where + ".size " + std::to_string(a.size) +
+               " is not a positive rank count");
+        ranks *= a.size;
+        if (ranks > (1 << 24))
+          fail("manifest: the mesh has more than " + std::to_string(1 << 24) + " ranks");
+        mesh_.push_back(std::move(a));
+      }
+      if (mesh_.size() > 16)
+        fail("manifest: the mesh has " + std::to_string(mesh_.size()) +
+             " axes (at most 16)");
+    }
+    auto bit = m.find("bytes_per_rank");
+    if (bit != m.end() && bit->is_number_integer())
+      bytesPerRank_ = bit->get<int64_t>();
+
     auto oit = m.find("ops");
     if (oit != m.end()) {
       if (!oit->is_array())
@@ -329,6 +363,13 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
 hpcrt_ctx::~hpcrt_ctx() {
   if (mapBase_)
     munmap(mapBase_, mapBytes_);
+}
+
+int64_t hpcrt_ctx::meshRanks() const {
+  int64_t n = 1;
+  for (const MeshAxisInfo &a : mesh_)
+    n *= a.size;
+  return n;
 }
 
 Tensor &hpcrt_ctx::tensor(int id) {
@@ -514,20 +555,23 @@ void hpcrt_ctx::addTrace(int op, double startUs, double durationUs) {
     trace_.push_back({op, run_, startUs, durationUs});
 }
 
-void hpcrt_ctx::writeTrace(const std::string &path) const {
+void hpcrt_ctx::writeTrace(const std::string &path) const { writeTrace(path, trace_); }
+
+void hpcrt_ctx::writeTrace(const std::string &path,
+                           const std::vector<TraceEvent> &events) const {
   std::ofstream f(path, std::ios::binary);
   if (!f)
     fail(path + ": cannot write trace file");
   f << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
-  for (const TraceEvent &e : trace_) {
+  for (const TraceEvent &e : events) {
     json ev;
     bool known = e.op >= 0 && static_cast<size_t>(e.op) < ops_.size();
     ev["name"] = known ? ops_[e.op].name : "op " + std::to_string(e.op);
     ev["ph"] = "X";
     ev["ts"] = e.startUs;
     ev["dur"] = e.durationUs;
-    ev["pid"] = 0;
+    ev["pid"] = e.rank;
     ev["tid"] = 0;
     ev["args"] = {{"loc", known ? ops_[e.op].loc : std::string()},
                   {"op", e.op},

@@ -21,6 +21,9 @@
 #include <vector>
 
 namespace hpcrt {
+namespace comm {
+class MpiComm;
+} // namespace comm
 
 /// Every error a user or a malformed program can cause: one line of text,
 /// printed by the driver as `<prog>: error: <what>`.
@@ -83,11 +86,19 @@ private:
   size_t size_ = 0;
 };
 
+/// One axis of the manifest's "mesh".
+struct MeshAxisInfo {
+  std::string name;
+  int64_t size = 1;
+  std::string level;
+};
+
 struct TraceEvent {
   int32_t op;
   int32_t run;
   double startUs;
   double durationUs;
+  int32_t rank = 0; ///< the trace's "pid" (the MPI rank of a mesh run)
 };
 
 } // namespace hpcrt
@@ -111,6 +122,13 @@ public:
   const std::vector<hpcrt::NamedTensor> &inputList() const { return inputs_; }
   const std::vector<hpcrt::NamedTensor> &outputList() const { return outputs_; }
   const std::vector<hpcrt::OpInfo> &ops() const { return ops_; }
+  /// The mesh a partitioned program runs on (empty: a single-rank program).
+  const std::vector<hpcrt::MeshAxisInfo> &mesh() const { return mesh_; }
+  bool hasMesh() const { return !mesh_.empty(); }
+  /// The product of the mesh sizes (1 without a mesh).
+  int64_t meshRanks() const;
+  /// The compiler's count of the bytes each rank sends per run (-1: none).
+  int64_t plannedBytesPerRank() const { return bytesPerRank_; }
   size_t numTensors() const { return tensors_.size(); }
   hpcrt::Tensor &tensor(int id);
   const hpcrt::Tensor &tensor(int id) const;
@@ -130,6 +148,11 @@ public:
   void prepare();
   bool prepared() const { return prepared_; }
 
+  /// The communicator the dist kernels use (set by the driver after
+  /// MPI_Init; not owned). Without one, dist kernels fail.
+  void setComm(hpcrt::comm::MpiComm *comm) { comm_ = comm; }
+  hpcrt::comm::MpiComm *comm() const { return comm_; }
+
   // --- execution ----------------------------------------------------------
   /// Kernel bookkeeping (Kernel.h's dispatch calls these).
   void noteWrite(const hpcrt::Tensor &t);
@@ -141,6 +164,9 @@ public:
   const std::vector<hpcrt::TraceEvent> &trace() const { return trace_; }
   /// Writes the Chrome trace (JSON object format) to `path`.
   void writeTrace(const std::string &path) const;
+  /// Writes `events` (of this program, any rank) as a Chrome trace.
+  void writeTrace(const std::string &path,
+                  const std::vector<hpcrt::TraceEvent> &events) const;
   double nowUs() const;
 
   /// The first kernel error; kernels after it do nothing.
@@ -162,6 +188,9 @@ private:
   std::vector<hpcrt::NamedTensor> inputs_, outputs_;
   std::vector<hpcrt::Tensor> tensors_;
   std::vector<hpcrt::OpInfo> ops_;
+  std::vector<hpcrt::MeshAxisInfo> mesh_;
+  int64_t bytesPerRank_ = -1;
+  hpcrt::comm::MpiComm *comm_ = nullptr;
 
   const uint8_t *weightsData_ = nullptr;
   size_t weightsDataBytes_ = 0;

@@ -32,14 +32,15 @@ void OpCall::expect(size_t nResults, size_t nOperands) const {
 
 void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
                const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn) {
-  if (!ctx || ctx->failed())
+               KernelFn fn, bool communicating) {
+  if (!ctx || (ctx->failed() && !communicating))
     return;
   bool tracing = ctx->tracing();
   double t0 = tracing ? ctx->nowUs() : 0.0;
   const auto &ops = ctx->ops();
   bool known = op >= 0 && static_cast<size_t>(op) < ops.size();
-  std::string name = std::string("hpc.") + mnemonic;
+  std::string name = strchr(mnemonic, '.') ? std::string(mnemonic)
+                                           : std::string("hpc.") + mnemonic;
   try {
     if (!ctx->prepared())
       fail("kernel called before the context was prepared");

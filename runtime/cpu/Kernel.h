@@ -227,9 +227,14 @@ struct OpCall {
 
 using KernelFn = void (*)(OpCall &);
 
+/// Runs one kernel call. `mnemonic` is the op name without "hpc." ("matmul")
+/// or a full op name ("dist.all_reduce"). A `communicating` kernel (the
+/// dist collectives, send, recv) runs even after an earlier kernel failed,
+/// so that the other ranks are not left waiting for this one; the first
+/// error stays the one reported.
 void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
                const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn);
+               KernelFn fn, bool communicating = false);
 
 #define HPCRT_KERNEL_AS(cname, mnemonic, impl)                                 \
   static void impl(::hpcrt::OpCall &);                                         \
@@ -241,6 +246,17 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
   static void impl(::hpcrt::OpCall &c)
 
 #define HPCRT_KERNEL(name) HPCRT_KERNEL_AS(hpcrt_##name, #name, name##_kernel)
+
+/// A dist op's kernel: hpcrt_<mnemonic>, listed as "dist.<mnemonic>".
+#define HPCRT_DIST_KERNEL(name)                                                \
+  static void name##_kernel(::hpcrt::OpCall &);                                \
+  extern "C" void hpcrt_##name(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, \
+                               const int64_t *ia, const double *fa,            \
+                               const char *const *sa) {                        \
+    ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, "dist." #name, name##_kernel, \
+                       true);                                                  \
+  }                                                                            \
+  static void name##_kernel(::hpcrt::OpCall &c)
 
 //===----------------------------------------------------------------------===//
 // Helpers

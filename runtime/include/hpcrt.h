@@ -59,8 +59,13 @@
  *                  "index": 0, "offset": 0}, ...],
  *          region: "input" (index = input number), "arena" (offset in the
  *          arena), "weights" (offset in the weights data section).
- *     "ops": [{"name": "hpc.matmul", "loc": "node name"}, ...]
- *   }
+ *     "ops": [{"name": "hpc.matmul", "loc": "node name"}, ...],
+ *     "mesh": {"axes": [{"name": "dp", "size": 2, "level": "inter_node"},
+ *                       {"name": "tp", "size": 2, "level": "intra_node"}]},
+ *     "bytes_per_rank": 1144             bytes each rank sends per run
+ *   }                                    (the compiler's count; optional)
+ *   "mesh" is present only in a partitioned program (see "Distributed
+ *   programs"); without it the program runs on one rank, with no MPI.
  *
  * Weights file
  * ------------
@@ -93,7 +98,8 @@
  *     offset + bytes of any result a kernel writes.
  *   - "inputs"[i].tensor is the tensor of region "input" with index i.
  *   - "ops" is optional; when present, ops[op].name must be "hpc." +
- *     mnemonic of the kernel called with that op index (checked).
+ *     mnemonic of the kernel called with that op index, or "dist." +
+ *     mnemonic for the dist kernels below (checked).
  *   - A result may share storage with an operand (same offset, same size)
  *     only for the elementwise kernels (unary ops, clip, binary ops, where,
  *     cast between equal-size types) and scatter_elements; every other
@@ -115,6 +121,130 @@
  *     the ONNX reference does; conv_transpose accepts negative pads (an
  *     output_shape larger than the natural size). f16 and bf16 compute in
  *     float.
+ *
+ *
+ * Distributed programs (dist ops)
+ * -------------------------------
+ *   A partitioned program is the per-rank (SPMD) program of a mesh: every
+ *   rank runs the same executable and the same op sequence on its local
+ *   shapes. Every dist op lowers to a kernel call like an hpc op,
+ *   hpcrt_<mnemonic>(ctx, op, ids, iattrs, fattrs, sattrs), listed in "ops"
+ *   as "dist.<mnemonic>" (dist.all_reduce -> hpcrt_all_reduce).
+ *
+ *   Mesh and ranks. The manifest's mesh.axes are numbered 0, 1, ... in the
+ *   listed order; the MPI world has exactly prod(size) ranks and rank r has
+ *   the row-major coordinates of r over the axes (last axis fastest:
+ *   dp=2, tp=2 -> rank = 2 * dp + tp). "level" is informative.
+ *
+ *   Groups. A collective over a list of axes A runs among the ranks whose
+ *   coordinates on the axes not in A equal this rank's; g = the product of
+ *   the sizes of A. A member's group index is the row-major index of its
+ *   coordinates over A IN THE LISTED ORDER (over ["tp", "dp"] on dp=2, tp=2
+ *   the group index is 2 * tp + dp).
+ *
+ *   Attribute encoding (alphabetical attribute order as for hpc ops):
+ *     axes       (list of mesh axis names) -> count, then the mesh axis
+ *                INDICES (positions in mesh.axes), in the listed order;
+ *     axis       (send/recv) -> its mesh axis index;
+ *     reduction  -> sum=0, max=1, min=2, prod=3, avg=4;
+ *     dim, split_dim, concat_dim, root, offset -> one value each;
+ *     compression -> never encoded (the compiler applies it).
+ *
+ *   op              ids                 iattrs
+ *   all_reduce      [1, y, 1, x]        [n, axes..., reduction]
+ *   reduce_scatter  [1, y, 1, x]        [n, axes..., dim, reduction]
+ *   all_gather      [1, y, 1, x]        [n, axes..., dim]
+ *   all_to_all      [1, y, 1, x]        [n, axes..., concat_dim, split_dim]
+ *   broadcast       [1, y, 1, x]        [n, axes..., root]
+ *   all_slice       [1, y, 1, x]        [n, axes..., dim]
+ *   send            [0, 1, x]           [axis, offset]
+ *   recv            [1, y, 0]           [axis, offset]
+ *
+ *   Semantics (the compiler's, exactly; g = group size, i = group index):
+ *     all_reduce      y = the elementwise reduction of every member's x;
+ *                     avg = sum / g (integer division for integer types).
+ *     reduce_scatter  y = piece i of the reduced tensor, `dim` split into g
+ *                     equal pieces.
+ *     all_gather      y = the members' x concatenated along `dim` in group
+ *                     index order.
+ *     all_to_all      x's `split_dim` is split into g pieces; piece j goes to
+ *                     member j; y = the pieces received, concatenated along
+ *                     `concat_dim` in group index order (the shape: x's with
+ *                     split_dim / g and concat_dim * g).
+ *     broadcast       y = x of the member with group index `root`.
+ *     all_slice       y = piece i of x's `dim` split into g equal pieces
+ *                     (every rank holds the whole x; no communication).
+ *     send / recv     point-to-point along one axis: the peer is the rank
+ *                     whose coordinate on `axis` is this rank's + offset
+ *                     (other coordinates equal); recv offset -1 receives
+ *                     what the previous rank sent with offset +1. Where
+ *                     that coordinate is outside [0, size) there is no
+ *                     peer: send does nothing, recv fills y with zeros.
+ *                     Sends are buffered (they never wait for the
+ *                     receiver); a run ends after every send completed.
+ *   Reductions accumulate in the element type (f16/bf16 through float,
+ *   rounded after each step; integers wrap); max/min propagate NaN; bool:
+ *   sum and max are "or", min and prod are "and", avg is an error. Each
+ *   chunk is reduced in one fixed order by one rank and copied to the
+ *   others, so every member gets bitwise-identical results. all_reduce and
+ *   broadcast may give y the storage of x; the others need them disjoint.
+ *
+ *   Collectives and the bytes each rank sends. The CPU communicator
+ *   (runtime/comm/MpiComm) implements every collective over MPI point-to-
+ *   point (Isend/Irecv pairs) with these algorithms, and counts the bytes
+ *   it hands to sends; the compiler's bytes_per_rank must equal them
+ *   (e = element size, B = bytes of x; g = 1 sends nothing):
+ *     all_reduce      ring reduce-scatter then ring all-gather over g chunks
+ *                     of the flattened tensor of n elements, chunk c has
+ *                     n/g elements, one more when c < n%g. At step s
+ *                     (0..g-2) member i sends chunk (i-s) mod g to member
+ *                     i+1 in the reduce-scatter phase and chunk (i-s+1)
+ *                     mod g in the all-gather phase:
+ *                       sum_s [chunk((i-s) mod g) + chunk((i-s+1) mod g)] * e
+ *                     (n divisible by g: 2 (g-1) n/g * e on every member).
+ *     reduce_scatter  ring: g-1 steps of one result-sized block: (g-1) * B/g.
+ *     all_gather      ring: g-1 steps of one piece: (g-1) * B.
+ *     all_to_all      pairwise: g-1 exchanges of one piece: (g-1) * B/g.
+ *     broadcast       pipelined chain root, root+1, ... (mod g): every member
+ *                     but the last of the chain (group index root-1 mod g)
+ *                     sends B; that one sends 0.
+ *     all_slice       0.
+ *     send            B when there is a peer, else 0; recv 0.
+ *   `./model run --verbose` prints, on rank 0, one line per rank
+ *   `comm: rank R sent B bytes in K collectives per run`, K counting the
+ *   collectives (all_slice excluded) and the sends and receives that had a
+ *   peer, then the compiler's bytes_per_rank, when the manifest has it.
+ *
+ *   Process model. With a mesh, `run` calls MPI_Init (thread level
+ *   FUNNELED: only the main thread calls MPI), checks that the world size
+ *   is prod(size) (else rank 0 prints `<prog>: error: compiled for N ranks
+ *   (mesh dp=2, tp=2) but started with M; run it with mpirun -n N` and
+ *   every rank exits 1), builds one communicator per subset of the mesh
+ *   axes (MPI_Comm_split, at start, in the same order on every rank, so
+ *   that a later collective involves only its group), runs, and calls
+ *   MPI_Finalize. Every rank reads the whole inputs and maps the weights;
+ *   rank 0 alone writes the outputs (whole tensors: the program gathers
+ *   them) and prints the summary and timing. After the setup, after every
+ *   run and after the outputs, the ranks agree (MPI_Allreduce) on whether
+ *   any failed: the lowest failing rank prints its one line (`rank R: `
+ *   before the message unless R is 0) and every rank exits 1 (mpirun then
+ *   adds its own notice). After a kernel error a rank still takes part in
+ *   the collectives that follow (with meaningless data), so that no rank
+ *   waits forever. Each rank uses cores / (ranks on its node) OpenMP
+ *   threads unless --threads or OMP_NUM_THREADS says otherwise. --trace
+ *   writes one file (rank 0) with every rank's events, pid = rank, times
+ *   relative to the barrier before the first run. `info` prints the mesh
+ *   (no MPI). Without a mesh no MPI function is called, and a dist kernel
+ *   fails ("a dist op in a program without a mesh").
+ *
+ *   GPU tensors: runtime/comm/NcclComm (library hpcrt_nccl, built where
+ *   NCCL and CUDA's runtime exist) has the same collectives over NCCL, one
+ *   communicator per group (NCCL rank = group index, the ncclUniqueId made
+ *   on group index 0 and broadcast through MPI); NCCL chooses its own
+ *   algorithms, so its wire bytes are not the counts above.
+ *
+ *   Not yet in the runtime: the asynchronous forms (<op>_start, dist.wait)
+ *   have no kernels; the compiler emits the synchronous forms.
  *
  *===----------------------------------------------------------------------===*/
 

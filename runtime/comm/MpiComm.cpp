@@ -1,0 +1,395 @@
+//===- MpiComm.cpp - ring collectives over MPI point-to-point --------------===//
+//
+// Every collective is a fixed sequence of MPI_Isend/MPI_Irecv pairs between
+// group neighbours, so the bytes a rank sends are known in advance (the
+// compiler counts the same) and every reduction runs in one fixed order
+// (each chunk is finished by one rank and copied to the others, so all ranks
+// hold bitwise-identical results).
+//
+//===----------------------------------------------------------------------===//
+
+#include "MpiComm.h"
+
+#include "../cpu/Context.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+namespace hpcrt {
+namespace comm {
+
+namespace {
+/// The largest piece one MPI call moves (MPI counts are int).
+constexpr size_t kMaxPiece = size_t(1) << 30;
+/// Broadcast segment: the chain forwards a segment while the next arrives.
+constexpr size_t kBroadcastSegment = size_t(64) << 10;
+
+int mod(int64_t a, int64_t m) { return static_cast<int>(((a % m) + m) % m); }
+} // namespace
+
+void checkMpi(int rc, const char *what) {
+  if (rc == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+std::string meshString(const std::vector<MeshAxis> &mesh) {
+  std::string s;
+  for (const MeshAxis &a : mesh)
+    s += (s.empty() ? "" : ", ") + a.name + "=" + std::to_string(a.size);
+  return s;
+}
+
+int64_t meshRanks(const std::vector<MeshAxis> &mesh) {
+  int64_t n = 1;
+  for (const MeshAxis &a : mesh)
+    n *= a.size;
+  return n;
+}
+
+MpiComm::MpiComm(std::vector<MeshAxis> mesh, MPI_Comm world)
+    : mesh_(std::move(mesh)), world_(world) {
+  checkMpi(MPI_Comm_rank(world_, &rank_), "MPI_Comm_rank");
+  checkMpi(MPI_Comm_size(world_, &size_), "MPI_Comm_size");
+  if (mesh_.size() > 16)
+    fail("a mesh of " + std::to_string(mesh_.size()) + " axes (at most 16)");
+  if (meshRanks(mesh_) != size_)
+    fail("the mesh (" + meshString(mesh_) + ") has " + std::to_string(meshRanks(mesh_)) +
+         " ranks, the communicator " + std::to_string(size_));
+  coords_.assign(mesh_.size(), 0);
+  int64_t rem = rank_;
+  for (size_t a = mesh_.size(); a-- > 0;) {
+    coords_[a] = rem % mesh_[a].size;
+    rem /= mesh_[a].size;
+  }
+  checkMpi(MPI_Comm_dup(world_, &p2p_), "MPI_Comm_dup");
+  // One communicator per non-empty subset of the axes, created here, in the
+  // same order on every rank, so that no later collective needs every rank
+  // of the world to reach it (pipeline stages run different code). Members
+  // are ordered by their row-major index over the subset in mesh order.
+  unsigned subsets = 1u << mesh_.size();
+  for (unsigned mask = 1; mask < subsets && mesh_.size() <= 6; ++mask) {
+    int64_t color = 0, key = 0;
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (mask & (1u << a))
+        key = key * mesh_[a].size + coords_[a];
+      else
+        color = color * mesh_[a].size + coords_[a];
+    }
+    MPI_Comm c;
+    checkMpi(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
+             "MPI_Comm_split");
+    subsetComms_[mask] = c;
+  }
+}
+
+MpiComm::~MpiComm() {
+  completeSends();
+  for (auto &[mask, c] : subsetComms_)
+    MPI_Comm_free(&c);
+  if (p2p_ != MPI_COMM_NULL)
+    MPI_Comm_free(&p2p_);
+}
+
+const Group &MpiComm::group(const std::vector<int64_t> &axes) {
+  auto it = groups_.find(axes);
+  if (it != groups_.end())
+    return it->second;
+  unsigned mask = 0;
+  for (int64_t a : axes) {
+    if (a < 0 || a >= static_cast<int64_t>(mesh_.size()))
+      fail("mesh axis index " + std::to_string(a) + " is out of range for the mesh (" +
+           meshString(mesh_) + ")");
+    if (mask & (1u << a))
+      fail("mesh axis '" + mesh_[a].name + "' is listed twice");
+    mask |= 1u << a;
+  }
+  Group g;
+  if (mask == 0) {
+    g.comm = MPI_COMM_SELF;
+    g.commRank = {0};
+    return groups_[axes] = g;
+  }
+  auto cit = subsetComms_.find(mask);
+  if (cit == subsetComms_.end()) {
+    // Meshes of more than 6 axes: split on first use (every rank of the
+    // world must reach this collective).
+    int64_t color = 0, key = 0;
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (mask & (1u << a))
+        key = key * mesh_[a].size + coords_[a];
+      else
+        color = color * mesh_[a].size + coords_[a];
+    }
+    MPI_Comm c;
+    checkMpi(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
+             "MPI_Comm_split");
+    cit = subsetComms_.emplace(mask, c).first;
+  }
+  g.comm = cit->second;
+  g.size = 1;
+  for (int64_t a : axes)
+    g.size *= static_cast<int>(mesh_[a].size);
+  g.index = 0;
+  for (int64_t a : axes)
+    g.index = g.index * static_cast<int>(mesh_[a].size) + static_cast<int>(coords_[a]);
+  // Group index (listed order) -> comm rank (mesh order).
+  g.commRank.resize(g.size);
+  std::vector<int64_t> c(mesh_.size(), 0);
+  for (int j = 0; j < g.size; ++j) {
+    int64_t rem = j;
+    for (size_t k = axes.size(); k-- > 0;) {
+      c[axes[k]] = rem % mesh_[axes[k]].size;
+      rem /= mesh_[axes[k]].size;
+    }
+    int64_t r = 0;
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (mask & (1u << a))
+        r = r * mesh_[a].size + c[a];
+    g.commRank[j] = static_cast<int>(r);
+  }
+  return groups_[axes] = g;
+}
+
+void *MpiComm::scratch(size_t bytes) {
+  if (scratch_.size() < bytes)
+    scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void MpiComm::exchange(const void *sendBuf, size_t sendBytes, int dest, void *recvBuf,
+                       size_t recvBytes, int source, MPI_Comm comm) {
+  std::vector<MPI_Request> reqs;
+  char *r = static_cast<char *>(recvBuf);
+  const char *s = static_cast<const char *>(sendBuf);
+  size_t off = 0;
+  do {
+    int n = static_cast<int>(std::min(kMaxPiece, recvBytes - off));
+    reqs.emplace_back();
+    checkMpi(MPI_Irecv(r + off, n, MPI_BYTE, source, 0, comm, &reqs.back()), "MPI_Irecv");
+    off += static_cast<size_t>(n);
+  } while (off < recvBytes);
+  off = 0;
+  do {
+    int n = static_cast<int>(std::min(kMaxPiece, sendBytes - off));
+    reqs.emplace_back();
+    checkMpi(MPI_Isend(s + off, n, MPI_BYTE, dest, 0, comm, &reqs.back()), "MPI_Isend");
+    off += static_cast<size_t>(n);
+  } while (off < sendBytes);
+  checkMpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
+           "MPI_Waitall");
+  stats_.bytesSent += sendBytes;
+}
+
+void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Group &grp) {
+  ++stats_.operations;
+  const int g = grp.size, r = grp.index;
+  const size_t e = red.elementSize;
+  if (g == 1) {
+    if (red.finish)
+      red.finish(data, count, 1);
+    return;
+  }
+  char *d = static_cast<char *>(data);
+  auto chunk = [&](int i) { return count / g + (static_cast<size_t>(i) < count % g ? 1 : 0); };
+  auto start = [&](int i) {
+    return static_cast<size_t>(i) * (count / g) + std::min<size_t>(i, count % g);
+  };
+  const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
+  char *tmp = static_cast<char *>(scratch(chunk(0) * e));
+  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and
+  // combine it into ours; this member ends with chunk r+1 complete.
+  for (int s = 0; s < g - 1; ++s) {
+    int sc = mod(r - s, g), rc = mod(r - s - 1, g);
+    exchange(d + start(sc) * e, chunk(sc) * e, next, tmp, chunk(rc) * e, prev, grp.comm);
+    red.combine(d + start(rc) * e, tmp, chunk(rc));
+  }
+  int own = mod(r + 1, g);
+  if (red.finish)
+    red.finish(d + start(own) * e, chunk(own), g);
+  // All-gather: at step s send chunk r-s+1, receive chunk r-s in place.
+  for (int s = 0; s < g - 1; ++s) {
+    int sc = mod(r - s + 1, g), rc = mod(r - s, g);
+    exchange(d + start(sc) * e, chunk(sc) * e, next, d + start(rc) * e, chunk(rc) * e, prev,
+             grp.comm);
+  }
+}
+
+void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reducer &red,
+                            const Group &grp) {
+  ++stats_.operations;
+  const int g = grp.size, r = grp.index;
+  const size_t e = red.elementSize, bytes = count * e;
+  const char *src = static_cast<const char *>(in);
+  if (g == 1) {
+    if (bytes)
+      memmove(out, src, bytes);
+    if (red.finish)
+      red.finish(out, count, 1);
+    return;
+  }
+  const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
+  // Block b starts at member b+1 and travels the ring, each member adding
+  // its own block b, until it reaches member b after g-1 steps.
+  char *acc = static_cast<char *>(scratch(2 * bytes));
+  char *tmp = acc + bytes;
+  for (int s = 0; s < g - 1; ++s) {
+    int sb = mod(r - s - 1, g), rb = mod(r - s - 2, g);
+    const char *sendBuf = s == 0 ? src + sb * bytes : acc;
+    exchange(sendBuf, bytes, next, tmp, bytes, prev, grp.comm);
+    char *dst = s == g - 2 ? static_cast<char *>(out) : acc;
+    if (bytes)
+      memcpy(dst, src + rb * bytes, bytes);
+    red.combine(dst, tmp, count);
+  }
+  if (red.finish)
+    red.finish(out, count, g);
+}
+
+void MpiComm::allGather(const void *in, void *out, size_t bytes, const Group &grp) {
+  ++stats_.operations;
+  const int g = grp.size, r = grp.index;
+  char *o = static_cast<char *>(out);
+  if (bytes)
+    memmove(o + r * bytes, in, bytes);
+  if (g == 1)
+    return;
+  const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
+  for (int s = 0; s < g - 1; ++s) {
+    int sp = mod(r - s, g), rp = mod(r - s - 1, g);
+    exchange(o + sp * bytes, bytes, next, o + rp * bytes, bytes, prev, grp.comm);
+  }
+}
+
+void MpiComm::allToAll(const void *in, void *out, size_t bytes, const Group &grp) {
+  ++stats_.operations;
+  const int g = grp.size, r = grp.index;
+  const char *i = static_cast<const char *>(in);
+  char *o = static_cast<char *>(out);
+  if (bytes)
+    memcpy(o + r * bytes, i + r * bytes, bytes);
+  for (int s = 1; s < g; ++s) {
+    int to = mod(r + s, g), from = mod(r - s, g);
+    exchange(i + to * bytes, bytes, grp.commRank[to], o + from * bytes, bytes,
+             grp.commRank[from], grp.comm);
+  }
+}
+
+void MpiComm::broadcast(void *data, size_t bytes, int root, const Group &grp) {
+  ++stats_.operations;
+  const int g = grp.size, r = grp.index;
+  if (root < 0 || root >= g)
+    fail("broadcast root " + std::to_string(root) + " is not in the group of " +
+         std::to_string(g));
+  if (g == 1)
+    return;
+  const int pos = mod(r - root, g);
+  const bool hasPrev = pos > 0, hasNext = pos < g - 1;
+  const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
+  char *d = static_cast<char *>(data);
+  // Segments: every receive is posted first, then each segment is
+  // forwarded as soon as it has arrived.
+  std::vector<size_t> offsets;
+  for (size_t off = 0; off < bytes || offsets.empty(); off += kBroadcastSegment)
+    offsets.push_back(off);
+  auto length = [&](size_t k) {
+    return static_cast<int>(std::min(kBroadcastSegment, bytes - offsets[k]));
+  };
+  std::vector<MPI_Request> recvs(hasPrev ? offsets.size() : 0), sends;
+  for (size_t k = 0; k < recvs.size(); ++k)
+    checkMpi(MPI_Irecv(d + offsets[k], length(k), MPI_BYTE, prev, 0, grp.comm, &recvs[k]),
+             "MPI_Irecv");
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    if (hasPrev)
+      checkMpi(MPI_Wait(&recvs[k], MPI_STATUS_IGNORE), "MPI_Wait");
+    if (hasNext) {
+      sends.emplace_back();
+      checkMpi(MPI_Isend(d + offsets[k], length(k), MPI_BYTE, next, 0, grp.comm, &sends.back()),
+               "MPI_Isend");
+    }
+  }
+  checkMpi(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE),
+           "MPI_Waitall");
+  if (hasNext)
+    stats_.bytesSent += bytes;
+}
+
+int MpiComm::peer(int axis, int64_t offset) const {
+  if (axis < 0 || axis >= static_cast<int>(mesh_.size()))
+    fail("mesh axis index " + std::to_string(axis) + " is out of range for the mesh (" +
+         meshString(mesh_) + ")");
+  int64_t c = coords_[axis] + offset;
+  if (c < 0 || c >= mesh_[axis].size)
+    return -1;
+  int64_t stride = 1;
+  for (size_t a = axis + 1; a < mesh_.size(); ++a)
+    stride *= mesh_[a].size;
+  return static_cast<int>(rank_ + offset * stride);
+}
+
+void MpiComm::send(const void *data, size_t bytes, int axis, int64_t offset) {
+  int dest = peer(axis, offset);
+  if (dest < 0)
+    return;
+  ++stats_.operations;
+  // Buffered: the data is copied and the send completes in the background,
+  // so two ranks that send to each other before receiving do not deadlock.
+  std::unique_ptr<char[]> copy(new char[std::max<size_t>(bytes, 1)]);
+  if (bytes)
+    memcpy(copy.get(), data, bytes);
+  size_t off = 0;
+  do {
+    int n = static_cast<int>(std::min(kMaxPiece, bytes - off));
+    sendRequests_.emplace_back();
+    checkMpi(MPI_Isend(copy.get() + off, n, MPI_BYTE, dest, 1, p2p_, &sendRequests_.back()),
+             "MPI_Isend");
+    off += static_cast<size_t>(n);
+  } while (off < bytes);
+  sendBuffers_.push_back(std::move(copy));
+  stats_.bytesSent += bytes;
+  // Release the buffers of sends that have completed meanwhile.
+  int done = 0;
+  checkMpi(MPI_Testall(static_cast<int>(sendRequests_.size()), sendRequests_.data(), &done,
+                       MPI_STATUSES_IGNORE),
+           "MPI_Testall");
+  if (done) {
+    sendRequests_.clear();
+    sendBuffers_.clear();
+  }
+}
+
+bool MpiComm::recv(void *data, size_t bytes, int axis, int64_t offset) {
+  int source = peer(axis, offset);
+  if (source < 0)
+    return false;
+  ++stats_.operations;
+  char *d = static_cast<char *>(data);
+  size_t off = 0;
+  do {
+    int n = static_cast<int>(std::min(kMaxPiece, bytes - off));
+    MPI_Status st;
+    checkMpi(MPI_Recv(d + off, n, MPI_BYTE, source, 1, p2p_, &st), "MPI_Recv");
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if (got != n)
+      fail("received " + std::to_string(got) + " bytes from rank " + std::to_string(source) +
+           ", expected " + std::to_string(n) + " (the sender's tensor differs)");
+    off += static_cast<size_t>(n);
+  } while (off < bytes);
+  return true;
+}
+
+void MpiComm::completeSends() {
+  if (!sendRequests_.empty())
+    MPI_Waitall(static_cast<int>(sendRequests_.size()), sendRequests_.data(),
+                MPI_STATUSES_IGNORE);
+  sendRequests_.clear();
+  sendBuffers_.clear();
+}
+
+} // namespace comm
+} // namespace hpcrt

@@ -1,0 +1,143 @@
+//===- MpiComm.h - the MPI communicator of a mesh --------------*- C++ -*-===//
+//
+// The CPU side of runtime/comm: one object per process that knows the mesh
+// (named axes with sizes), this rank's coordinates on it, one MPI
+// communicator per subset of the mesh axes, and the collectives the dist ops
+// need, written over MPI point-to-point with ring algorithms so that the
+// bytes each rank sends are exactly the ones the compiler predicts (see
+// hpcrt.h, "Collectives"). It knows nothing about dtypes: reductions come in
+// as a Reducer (Reduce.h builds one for a dtype and a reduction kind).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_COMM_MPICOMM_H
+#define HPCRT_COMM_MPICOMM_H
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpcrt {
+namespace comm {
+
+/// One axis of the mesh, as the manifest's "mesh" lists it.
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  std::string level; ///< "intra_node" / "inter_node" (informative)
+};
+
+/// "dp=2, tp=2".
+std::string meshString(const std::vector<MeshAxis> &mesh);
+/// The product of the axis sizes.
+int64_t meshRanks(const std::vector<MeshAxis> &mesh);
+
+/// An elementwise reduction over `elementSize`-byte elements:
+/// combine(acc, in, n) sets acc[i] = acc[i] (op) in[i]; finish(acc, n, g),
+/// when set, finishes a reduced chunk over g ranks (avg divides by g).
+struct Reducer {
+  size_t elementSize = 0;
+  std::function<void(void *acc, const void *in, size_t n)> combine;
+  std::function<void(void *acc, size_t n, int g)> finish;
+};
+
+/// The ranks a collective over some mesh axes runs among: every rank whose
+/// coordinates on the other axes equal this rank's. Members are numbered by
+/// the row-major index of their coordinates over the axes in the listed
+/// order (the "group index").
+struct Group {
+  MPI_Comm comm = MPI_COMM_NULL; ///< the communicator of the axis subset
+  int size = 1;                  ///< g
+  int index = 0;                 ///< this rank's group index
+  std::vector<int> commRank;     ///< comm rank of each group index
+};
+
+/// Communication statistics since the last reset.
+struct CommStats {
+  uint64_t bytesSent = 0; ///< bytes handed to MPI sends
+  uint64_t operations = 0; ///< collectives, sends and receives with a peer
+};
+
+class MpiComm {
+public:
+  /// Builds the communicators of a mesh over `world` (collective over
+  /// `world`, whose size must be meshRanks(mesh)). World rank r has the
+  /// row-major coordinates of r over the mesh (last axis fastest).
+  MpiComm(std::vector<MeshAxis> mesh, MPI_Comm world);
+  ~MpiComm();
+  MpiComm(const MpiComm &) = delete;
+  MpiComm &operator=(const MpiComm &) = delete;
+
+  const std::vector<MeshAxis> &mesh() const { return mesh_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<int64_t> &coords() const { return coords_; }
+  MPI_Comm world() const { return world_; }
+
+  /// The group of a collective over `axes` (mesh axis indices, in the
+  /// listed order; no repeats). Throws hpcrt::Error for a bad list.
+  const Group &group(const std::vector<int64_t> &axes);
+
+  /// In-place ring all-reduce of `count` elements: a ring reduce-scatter
+  /// then a ring all-gather over g chunks of the flattened data (chunk i
+  /// has count/g elements, one more when i < count%g).
+  void allReduce(void *data, size_t count, const Reducer &r, const Group &g);
+  /// Ring reduce-scatter: `in` holds g blocks of `count` elements (block j
+  /// is group member j's); `out` receives this member's reduced block.
+  void reduceScatter(const void *in, void *out, size_t count, const Reducer &r,
+                     const Group &g);
+  /// Ring all-gather: `out` receives g pieces of `bytes` bytes, piece j
+  /// from group member j (this member's own piece is `in`).
+  void allGather(const void *in, void *out, size_t bytes, const Group &g);
+  /// Pairwise all-to-all: piece j of `in` (g pieces of `bytes`) goes to
+  /// member j; piece j of `out` comes from member j.
+  void allToAll(const void *in, void *out, size_t bytes, const Group &g);
+  /// Pipelined chain broadcast from group index `root`: every member but
+  /// the last of the chain root, root+1, ... (mod g) forwards all `bytes`.
+  void broadcast(void *data, size_t bytes, int root, const Group &g);
+  /// Point-to-point along one mesh axis: the peer's coordinate on `axis` is
+  /// this rank's + offset (no peer outside [0, size): send does nothing,
+  /// recv returns false). Sends are buffered (never block).
+  void send(const void *data, size_t bytes, int axis, int64_t offset);
+  bool recv(void *data, size_t bytes, int axis, int64_t offset);
+  /// Waits for every buffered send (call before MPI_Finalize).
+  void completeSends();
+
+  const CommStats &stats() const { return stats_; }
+  void resetStats() { stats_ = CommStats(); }
+
+private:
+  std::vector<MeshAxis> mesh_;
+  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm p2p_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::vector<int64_t> coords_;
+  /// Communicator of each non-empty subset of the axes (bit mask).
+  std::map<unsigned, MPI_Comm> subsetComms_;
+  std::map<std::vector<int64_t>, Group> groups_;
+  std::vector<std::unique_ptr<char[]>> sendBuffers_;
+  std::vector<MPI_Request> sendRequests_;
+  std::vector<char> scratch_;
+  CommStats stats_;
+
+  void *scratch(size_t bytes);
+  /// Posts the receive and the send (each split in pieces MPI's int counts
+  /// can express), waits for both, and counts the bytes sent.
+  void exchange(const void *sendBuf, size_t sendBytes, int dest, void *recvBuf,
+                size_t recvBytes, int source, MPI_Comm comm);
+  int peer(int axis, int64_t offset) const;
+};
+
+/// Fails (hpcrt::Error) with MPI's message when rc is not MPI_SUCCESS.
+void checkMpi(int rc, const char *what);
+
+} // namespace comm
+} // namespace hpcrt
+
+#endif // HPCRT_COMM_MPICOMM_H

@@ -1,0 +1,243 @@
+//===- KernelsDist.cpp - the dist ops' kernels (CPU tensors, MPI) ----------===//
+//
+// hpcrt_all_reduce, hpcrt_reduce_scatter, hpcrt_all_gather,
+// hpcrt_all_to_all, hpcrt_broadcast, hpcrt_all_slice, hpcrt_send and
+// hpcrt_recv: check the shapes against the group size, bring the pieces
+// along the split dimension together (a piece of a middle dimension is not
+// contiguous), and hand contiguous buffers to the communicator
+// (runtime/comm/MpiComm.h). The attribute encoding is in hpcrt.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+
+#include "../comm/MpiComm.h"
+#include "../comm/Reduce.h"
+
+#include <memory>
+
+using namespace hpcrt;
+using hpcrt::comm::Group;
+using hpcrt::comm::MpiComm;
+
+namespace {
+
+MpiComm &commOf(OpCall &c) {
+  MpiComm *m = c.ctx.comm();
+  if (m)
+    return *m;
+  if (!c.ctx.hasMesh())
+    fail("a dist op in a program without a mesh");
+  fail("no communicator: the ranks of the mesh were not started");
+}
+
+/// A tensor seen as [outer][n][inner] around dimension d.
+struct Around {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+Around around(const std::vector<int64_t> &shape, int64_t d) {
+  Around a;
+  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
+    if (k < d)
+      a.outer *= shape[k];
+    else if (k == d)
+      a.n = shape[k];
+    else
+      a.inner *= shape[k];
+  }
+  return a;
+}
+
+/// [outer][g][piece] -> [g][outer][piece] (bytes).
+void splitPieces(const char *src, char *dst, int64_t outer, int64_t g, size_t piece) {
+#pragma omp parallel for collapse(2) if (parallelWorth(outer * g * static_cast<int64_t>(piece) / 8))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < g; ++j)
+      memcpy(dst + (j * outer + o) * piece, src + (o * g + j) * piece, piece);
+}
+
+/// [g][outer][piece] -> [outer][g][piece] (bytes).
+void joinPieces(const char *src, char *dst, int64_t outer, int64_t g, size_t piece) {
+#pragma omp parallel for collapse(2) if (parallelWorth(outer * g * static_cast<int64_t>(piece) / 8))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < g; ++j)
+      memcpy(dst + (o * g + j) * piece, src + (j * outer + o) * piece, piece);
+}
+
+std::unique_ptr<char[]> buffer(size_t bytes) {
+  return std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]);
+}
+
+/// Checks that dimension d of `shape` splits into g equal pieces.
+void checkSplits(const std::vector<int64_t> &shape, int64_t d, int g, const char *what) {
+  if (shape[d] % g != 0)
+    fail(std::string(what) + " " + std::to_string(d) + " of " + shapeString(shape) +
+         " does not split into " + std::to_string(g) + " equal pieces");
+}
+
+void copyIfApart(Tensor &y, const Tensor &x) {
+  if (y.data != x.data && y.bytes)
+    memmove(y.data, x.data, y.bytes);
+}
+
+} // namespace
+
+// iattrs = [n, axes..., reduction]
+HPCRT_DIST_KERNEL(all_reduce) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t kind = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  checkShape(y, x.shape, "the result");
+  comm::Reducer red = comm::makeReducer(y.dtype, kind);
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  copyIfApart(y, x);
+  m.allReduce(y.data, static_cast<size_t>(y.numel), red, g);
+}
+
+// iattrs = [n, axes..., dim, reduction]
+HPCRT_DIST_KERNEL(reduce_scatter) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t dim = c.i(), kind = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  int64_t d = normalizeAxis(dim, x.rank(), "dim");
+  comm::Reducer red = comm::makeReducer(y.dtype, kind);
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  checkSplits(x.shape, d, g.size, "dim");
+  std::vector<int64_t> shape = x.shape;
+  shape[d] /= g.size;
+  checkShape(y, shape, "the result");
+  Around a = around(x.shape, d);
+  const char *packed = x.as<char>();
+  std::unique_ptr<char[]> tmp;
+  if (a.outer > 1 && g.size > 1) {
+    tmp = buffer(x.bytes);
+    splitPieces(x.as<char>(), tmp.get(), a.outer, g.size, y.bytes / a.outer);
+    packed = tmp.get();
+  }
+  m.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), red, g);
+}
+
+// iattrs = [n, axes..., dim]
+HPCRT_DIST_KERNEL(all_gather) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t dim = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  int64_t d = normalizeAxis(dim, x.rank(), "dim");
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  std::vector<int64_t> shape = x.shape;
+  shape[d] *= g.size;
+  checkShape(y, shape, "the result");
+  Around a = around(x.shape, d);
+  if (a.outer <= 1 || g.size == 1) {
+    m.allGather(x.data, y.data, x.bytes, g);
+    return;
+  }
+  std::unique_ptr<char[]> tmp = buffer(y.bytes);
+  m.allGather(x.data, tmp.get(), x.bytes, g);
+  joinPieces(tmp.get(), y.as<char>(), a.outer, g.size, x.bytes / a.outer);
+}
+
+// iattrs = [n, axes..., concat_dim, split_dim]
+HPCRT_DIST_KERNEL(all_to_all) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t concatDim = c.i(), splitDim = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  int64_t cd = normalizeAxis(concatDim, x.rank(), "concat_dim");
+  int64_t sd = normalizeAxis(splitDim, x.rank(), "split_dim");
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  checkSplits(x.shape, sd, g.size, "split_dim");
+  std::vector<int64_t> piece = x.shape;
+  piece[sd] /= g.size;
+  std::vector<int64_t> shape = piece;
+  shape[cd] *= g.size;
+  checkShape(y, shape, "the result");
+  size_t pieceBytes = x.bytes / g.size;
+  // Pieces of split_dim, one per member, contiguous.
+  Around s = around(x.shape, sd);
+  const char *send = x.as<char>();
+  std::unique_ptr<char[]> sendTmp;
+  if (s.outer > 1 && g.size > 1) {
+    sendTmp = buffer(x.bytes);
+    splitPieces(x.as<char>(), sendTmp.get(), s.outer, g.size, pieceBytes / s.outer);
+    send = sendTmp.get();
+  }
+  // What arrives, concatenated along concat_dim in group-index order.
+  Around r = around(piece, cd);
+  if (r.outer <= 1 || g.size == 1) {
+    m.allToAll(send, y.data, pieceBytes, g);
+    return;
+  }
+  std::unique_ptr<char[]> recvTmp = buffer(y.bytes);
+  m.allToAll(send, recvTmp.get(), pieceBytes, g);
+  joinPieces(recvTmp.get(), y.as<char>(), r.outer, g.size, pieceBytes / r.outer);
+}
+
+// iattrs = [n, axes..., root]
+HPCRT_DIST_KERNEL(broadcast) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t root = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  checkShape(y, x.shape, "the result");
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  if (root < 0 || root >= g.size)
+    fail("root " + std::to_string(root) + " is not a group index (the group has " +
+         std::to_string(g.size) + " ranks)");
+  copyIfApart(y, x);
+  m.broadcast(y.data, y.bytes, static_cast<int>(root), g);
+}
+
+// iattrs = [n, axes..., dim]; no communication.
+HPCRT_DIST_KERNEL(all_slice) {
+  c.expect(1, 1);
+  std::vector<int64_t> axes = c.ivec();
+  int64_t dim = c.i();
+  Tensor &x = c.in(0), &y = c.out();
+  checkSameDtype(x, y, "operand and result");
+  int64_t d = normalizeAxis(dim, x.rank(), "dim");
+  MpiComm &m = commOf(c);
+  const Group &g = m.group(axes);
+  checkSplits(x.shape, d, g.size, "dim");
+  std::vector<int64_t> shape = x.shape;
+  shape[d] /= g.size;
+  checkShape(y, shape, "the result");
+  if (y.bytes == 0)
+    return;
+  Around a = around(x.shape, d);
+  size_t row = y.bytes / a.outer; // one outer index's piece
+  const char *src = x.as<char>() + g.index * row;
+  char *dst = y.as<char>();
+  for (int64_t o = 0; o < a.outer; ++o)
+    memcpy(dst + o * row, src + o * row * g.size, row);
+}
+
+// ids = [0, 1, input]; iattrs = [axis, offset]
+HPCRT_DIST_KERNEL(send) {
+  c.expect(0, 1);
+  int64_t axis = c.i(), offset = c.i();
+  Tensor &x = c.in(0);
+  commOf(c).send(x.data, x.bytes, static_cast<int>(axis), offset);
+}
+
+// ids = [1, result, 0]; iattrs = [axis, offset]
+HPCRT_DIST_KERNEL(recv) {
+  c.expect(1, 0);
+  int64_t axis = c.i(), offset = c.i();
+  Tensor &y = c.out();
+  if (!commOf(c).recv(y.data, y.bytes, static_cast<int>(axis), offset) && y.bytes)
+    memset(y.data, 0, y.bytes);
+}
