@@ -6,16 +6,21 @@
 #   examples/gpt2.onnx   input_ids int64 [1, 64]
 #   examples/cnn.onnx    image f32 [1, 3, 32, 32]
 #
-# compiled by hpc-opt (`./model.bin run --iters N --threads T`: the mean the
-# executable prints over its N runs) and run by onnxruntime (CPU execution
-# provider, intra-op threads T, inter-op 1, default graph optimizations; one
-# warm-up run, then the mean of N timed runs), on the same inputs. Prints the
-# mean (and min) ms of each and the ratio hpc/ort of the means.
+# compiled by hpc-opt and run by onnxruntime (CPU execution provider,
+# intra-op threads T, inter-op 1, default graph optimizations) on the same
+# inputs with the same thread count. Each model is measured in R rounds;
+# a round runs the executable (`./model.bin run --iters N --threads T`: the
+# mean and min it prints over its N runs, the first one included) and then N
+# timed onnxruntime runs (after 10 warm-up runs when the session is made) of
+# one session, back to back, so both see the same load. Prints each round
+# and, per model, the medians over the rounds: hpc mean, hpc min, ort mean,
+# ort min, and the ratio hpc/ort of the means (with its range over the
+# rounds).
 #
-#   scripts/bench_ort.sh [--threads T] [--iters N] [--hpc-opt PATH]
+#   scripts/bench_ort.sh [--threads T] [--iters N] [--rounds R] [--hpc-opt PATH]
 #
-# T defaults to nproc, N to 50. onnxruntime comes from build/test-venv
-# (scripts/setup-test-venv.sh, run first when it is missing).
+# T defaults to nproc, N to 200, R to 5. onnxruntime comes from
+# build/test-venv (scripts/setup-test-venv.sh, run first when it is missing).
 #
 #===-----------------------------------------------------------------------===#
 
@@ -23,14 +28,16 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 threads="$(nproc)"
-iters=50
+iters=200
+rounds=5
 hpc_opt="$root/build/bin/hpc-opt"
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --hpc-opt) hpc_opt="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "bench_ort: error: unknown option '$1'" >&2; exit 1 ;;
   esac
 done
@@ -41,10 +48,9 @@ work="$(mktemp -d -t hpc-bench-ort-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-echo "machine: $(nproc) cores, $cpu"
-echo "threads: $threads, runs: $iters"
+echo "machine: $(nproc) cores, $cpu, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "threads: $threads (both), runs per round: $iters, rounds: $rounds"
 echo "onnxruntime: $("$py" -c 'import onnxruntime; print(onnxruntime.__version__)')"
-printf '%-26s %12s %12s %12s %12s %9s\n' model "hpc ms" "hpc min" "ort ms" "ort min" "hpc/ort"
 
 # bench TAG LABEL MODEL INPUT DTYPE SHAPE LOW HIGH [hpc-opt flags...]
 bench() {
@@ -65,37 +71,48 @@ else:
     a = rng.uniform(float(low), float(high), shape)
 np.save(path, a.astype(dtype))
 EOF
-  local out
-  out="$("$exe" run --input "$input=$npy" --output-dir "$work/$name-out" \
-          --iters "$iters" --threads "$threads")"
-  local hpc_mean hpc_min
-  hpc_mean="$(sed -n 's/^time: \([0-9.]*\) ms\/run.*/\1/p' <<<"$out")"
-  hpc_min="$(sed -n 's/^time: .*min \([0-9.]*\) ms.*/\1/p' <<<"$out")"
-  [ -n "$hpc_mean" ] || { echo "bench_ort: error: no time line from $exe:" >&2; echo "$out" >&2; exit 1; }
-  "$py" - "$model" "$input" "$npy" "$threads" "$iters" "$hpc_mean" "$hpc_min" "$label" <<'EOF'
-import sys, time
+  "$py" - "$model" "$exe" "$input" "$npy" "$threads" "$iters" "$rounds" "$label" \
+      "$work/$name-out" <<'EOF'
+import re, statistics, subprocess, sys, time
 import numpy as np
 import onnxruntime as ort
-model, input_name, npy, threads, iters, hpc_mean, hpc_min, name = sys.argv[1:]
-threads, iters = int(threads), int(iters)
-hpc_mean, hpc_min = float(hpc_mean), float(hpc_min)
+model, exe, input_name, npy, threads, iters, rounds, label, outdir = sys.argv[1:]
+threads, iters, rounds = int(threads), int(iters), int(rounds)
 opts = ort.SessionOptions()
 opts.intra_op_num_threads = threads
 opts.inter_op_num_threads = 1
 sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 feed = {input_name: np.load(npy)}
-sess.run(None, feed)  # warm-up
-times = []
-for _ in range(iters):
-    t0 = time.perf_counter()
+for _ in range(10):  # warm-up
     sess.run(None, feed)
-    times.append((time.perf_counter() - t0) * 1e3)
-ort_mean, ort_min = sum(times) / len(times), min(times)
-print("%-26s %12.3f %12.3f %12.3f %12.3f %9.2f" % (
-    name, hpc_mean, hpc_min, ort_mean, ort_min, hpc_mean / ort_mean))
+rows = []
+for r in range(rounds):
+    out = subprocess.run([exe, "run", "--input", f"{input_name}={npy}", "--output-dir", outdir,
+                          "--iters", str(iters), "--threads", str(threads)],
+                         capture_output=True, text=True)
+    m = re.search(r"^time: ([0-9.]+) ms/run .*min ([0-9.]+) ms", out.stdout, re.M)
+    if out.returncode != 0 or not m:
+        sys.exit(f"bench_ort: error: no time line from {exe}:\n{out.stdout}{out.stderr}")
+    hpc_mean, hpc_min = float(m.group(1)), float(m.group(2))
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append((time.perf_counter() - t0) * 1e3)
+    ort_mean, ort_min = sum(times) / len(times), min(times)
+    rows.append((hpc_mean, hpc_min, ort_mean, ort_min, hpc_mean / ort_mean))
+    print("  %-24s round %d: hpc mean %.3f min %.3f | ort mean %.3f min %.3f | hpc/ort %.2f"
+          % (label, r + 1, hpc_mean, hpc_min, ort_mean, ort_min, hpc_mean / ort_mean),
+          flush=True)
+med = [statistics.median(row[i] for row in rows) for i in range(5)]
+ratios = [row[4] for row in rows]
+print("%-26s %10.3f %10.3f %10.3f %10.3f %9.2f   (%.2f-%.2f)" % (
+    label, med[0], med[1], med[2], med[3], med[4], min(ratios), max(ratios)), flush=True)
 EOF
 }
 
+printf '%-26s %10s %10s %10s %10s %9s   %s\n' model "hpc ms" "hpc min" "ort ms" "ort min" \
+  "hpc/ort" "(range)"
 bench gpt2 "gpt2 (input_ids 1x64)" "$root/examples/gpt2.onnx" input_ids int64 1,64 0 512 \
   --input-shape input_ids=1,64
 bench cnn "cnn (image 1x3x32x32)" "$root/examples/cnn.onnx" image float32 1,3,32,32 -1 1

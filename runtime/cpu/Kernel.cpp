@@ -55,11 +55,13 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
     int32_t nres = ids[0];
     if (nres < 0 || nres > 65536)
       fail("bad result count " + std::to_string(nres));
+    c.results.reserve(static_cast<size_t>(nres));
     for (int32_t k = 0; k < nres; ++k)
       c.results.push_back(&ctx->tensor(ids[1 + k]));
     int32_t nops = ids[1 + nres];
     if (nops < 0 || nops > 65536)
       fail("bad operand count " + std::to_string(nops));
+    c.operands.reserve(static_cast<size_t>(nops));
     for (int32_t k = 0; k < nops; ++k) {
       int32_t id = ids[2 + nres + k];
       c.operands.push_back(id < 0 ? nullptr : &ctx->tensor(id));
@@ -221,9 +223,10 @@ std::vector<float> toFloats(const Tensor &t) {
   dispatch<kF>(t.dtype, "float conversion", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *p = t.as<T>();
-#pragma omp parallel for if (parallelWorth(t.numel))
-    for (int64_t i = 0; i < t.numel; ++i)
-      v[i] = static_cast<float>(ld(p, i));
+    parallelFor(t.numel, 1.0, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        v[i] = static_cast<float>(ld(p, i));
+    });
   });
   return v;
 }
@@ -232,9 +235,10 @@ void fromFloats(const float *src, Tensor &t) {
   dispatch<kF>(t.dtype, "float conversion", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T *p = t.as<T>();
-#pragma omp parallel for if (parallelWorth(t.numel))
-    for (int64_t i = 0; i < t.numel; ++i)
-      st(p, i, src[i]);
+    parallelFor(t.numel, 1.0, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        st(p, i, src[i]);
+    });
   });
 }
 

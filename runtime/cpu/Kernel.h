@@ -12,6 +12,7 @@
 #define HPCRT_CPU_KERNEL_H
 
 #include "Context.h"
+#include "Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -330,9 +331,17 @@ template <int N> struct Walk {
     int64_t innerStride[N];
     for (int k = 0; k < N; ++k)
       innerStride[k] = strides[k].back();
-#pragma omp parallel for schedule(static) if (nchunks > 1)
-    for (int64_t c = 0; c < nchunks; ++c) {
-      int64_t s = c * chunk, e = std::min(total, s + chunk);
+    // Chunks of 16K elements, costed at ~1 ns each (parallelFor decides).
+    parallelFor(nchunks, 16384.0, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c)
+        runChunk(c * chunk, std::min(total, (c + 1) * chunk), rank, inner, innerStride, f);
+    });
+  }
+
+  template <typename F>
+  void runChunk(int64_t s, int64_t e, int rank, int64_t inner, const int64_t *innerStride,
+                F &f) const {
+    {
       int64_t coord[16];
       std::vector<int64_t> coordBig;
       int64_t *co = coord;

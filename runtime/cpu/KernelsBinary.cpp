@@ -3,16 +3,21 @@
 // Arithmetic, comparisons and logic with numpy broadcasting, through the
 // shared Walk (coalesced dimensions, a stride of 0 on broadcast dimensions).
 // Integer arithmetic wraps; integer division or remainder by zero gives 0.
+// f32 add/sub/mul/div runs of stride 0 or 1 use Simd.h's binaryRow.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
+#include "Simd.h"
 
 using namespace hpcrt;
 
 namespace {
 
-template <unsigned Set, bool BoolResult, typename F>
+/// f32 arithmetic that Simd.h's binaryRow vectorizes (0: none).
+enum VecOp { kNoVec = 0, kVecAdd = 1, kVecSub = 2, kVecMul = 3, kVecDiv = 4 };
+
+template <unsigned Set, bool BoolResult, typename F, int Vec = kNoVec>
 void binary(OpCall &c, const char *what, F op) {
   c.expect(1, 2);
   Tensor &a = c.in(0), &b = c.in(1), &y = c.out();
@@ -31,10 +36,22 @@ void binary(OpCall &c, const char *what, F op) {
     const T *A = a.as<T>();
     const T *B = b.as<T>();
     R *Y = y.as<R>();
+    [[maybe_unused]] int level = simdLevel();
     walk.run([&](int64_t o, const int64_t *off, const int64_t *sd, int64_t n) {
       const T *pa = A + off[0];
       const T *pb = B + off[1];
       R *q = Y + o;
+#ifdef HPCRT_X86_SIMD
+      if constexpr (Vec != kNoVec && std::is_same_v<T, float> && std::is_same_v<R, float>) {
+        if (level > 0 && sd[0] >= 0 && sd[0] <= 1 && sd[1] >= 0 && sd[1] <= 1) {
+          if (level == 2)
+            avx512::binaryRow<Vec>(pa, sd[0], pb, sd[1], q, n);
+          else
+            avx2::binaryRow<Vec>(pa, sd[0], pb, sd[1], q, n);
+          return;
+        }
+      }
+#endif
       if (sd[0] == 1 && sd[1] == 1) {
         for (int64_t j = 0; j < n; ++j)
           st(q, j, op(ld(pa, j), ld(pb, j)));
@@ -84,37 +101,40 @@ template <typename C> C ipow(C base, C exp) {
 } // namespace
 
 HPCRT_KERNEL(add) {
-  binary<kNum, false>(c, "add", [](auto x, auto y) {
+  auto op = [](auto x, auto y) {
     using C = decltype(x);
     if constexpr (isInt<C>)
       return wrap<C>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
     else
       return x + y;
-  });
+  };
+  binary<kNum, false, decltype(op), kVecAdd>(c, "add", op);
 }
 
 HPCRT_KERNEL(sub) {
-  binary<kNum, false>(c, "sub", [](auto x, auto y) {
+  auto op = [](auto x, auto y) {
     using C = decltype(x);
     if constexpr (isInt<C>)
       return wrap<C>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
     else
       return x - y;
-  });
+  };
+  binary<kNum, false, decltype(op), kVecSub>(c, "sub", op);
 }
 
 HPCRT_KERNEL(mul) {
-  binary<kNum, false>(c, "mul", [](auto x, auto y) {
+  auto op = [](auto x, auto y) {
     using C = decltype(x);
     if constexpr (isInt<C>)
       return wrap<C>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
     else
       return x * y;
-  });
+  };
+  binary<kNum, false, decltype(op), kVecMul>(c, "mul", op);
 }
 
 HPCRT_KERNEL(div) {
-  binary<kNum, false>(c, "div", [](auto x, auto y) {
+  auto op = [](auto x, auto y) {
     using C = decltype(x);
     if constexpr (isInt<C>) {
       if (y == 0)
@@ -126,7 +146,8 @@ HPCRT_KERNEL(div) {
     } else {
       return x / y;
     }
-  });
+  };
+  binary<kNum, false, decltype(op), kVecDiv>(c, "div", op);
 }
 
 HPCRT_KERNEL(pow) {
@@ -244,8 +265,31 @@ HPCRT_KERNEL(where) {
     const U *B = b.as<U>();
     U *Y = y.as<U>();
     walk.run([&](int64_t o, const int64_t *off, const int64_t *sd, int64_t n) {
-      for (int64_t j = 0; j < n; ++j)
-        Y[o + j] = C[off[0] + j * sd[0]] ? A[off[1] + j * sd[1]] : B[off[2] + j * sd[2]];
+      const uint8_t *cp = C + off[0];
+      const U *ap = A + off[1], *bp = B + off[2];
+      U *yp = Y + o;
+      // Contiguous runs with a scalar or contiguous branch: loops that
+      // vectorize (a causal mask's where).
+      // Branch-free bit selects (a mask's pattern mispredicts).
+      auto sel = [](uint8_t c, U a, U b) {
+        U m = static_cast<U>(0) - static_cast<U>(c != 0);
+        return static_cast<U>((a & m) | (b & ~m));
+      };
+      if (sd[0] == 1 && sd[1] == 1 && sd[2] == 0) {
+        U bv = *bp;
+        for (int64_t j = 0; j < n; ++j)
+          yp[j] = sel(cp[j], ap[j], bv);
+      } else if (sd[0] == 1 && sd[1] == 0 && sd[2] == 1) {
+        U av = *ap;
+        for (int64_t j = 0; j < n; ++j)
+          yp[j] = sel(cp[j], av, bp[j]);
+      } else if (sd[0] == 1 && sd[1] == 1 && sd[2] == 1) {
+        for (int64_t j = 0; j < n; ++j)
+          yp[j] = sel(cp[j], ap[j], bp[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          yp[j] = cp[j * sd[0]] ? ap[j * sd[1]] : bp[j * sd[2]];
+      }
     });
   });
 }

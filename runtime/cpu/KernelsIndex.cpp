@@ -51,11 +51,12 @@ HPCRT_KERNEL(gather) {
   int64_t ni = static_cast<int64_t>(idx.size());
   const uint8_t *src = x.as<uint8_t>();
   uint8_t *dst = y.as<uint8_t>();
-#pragma omp parallel for if (parallelWorth(outer * ni * inner))
-  for (int64_t r = 0; r < outer * ni; ++r) {
-    int64_t o = r / ni, j = r % ni;
-    memcpy(dst + r * rowBytes, src + (o * n + idx[j]) * rowBytes, rowBytes);
-  }
+  parallelFor(outer * ni, static_cast<double>(rowBytes) / 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t o = r / ni, j = r % ni;
+      memcpy(dst + r * rowBytes, src + (o * n + idx[j]) * rowBytes, rowBytes);
+    }
+  });
 }
 
 HPCRT_KERNEL(gather_elements) {
@@ -81,16 +82,17 @@ HPCRT_KERNEL(gather_elements) {
     using U = typename decltype(tag)::type;
     const U *p = x.as<U>();
     U *q = y.as<U>();
-#pragma omp parallel for if (parallelWorth(ind.numel))
-    for (int64_t i = 0; i < ind.numel; ++i) {
+    parallelFor(ind.numel, 4.0, [&](int64_t i0, int64_t i1) {
       std::vector<int64_t> co(r);
-      coordsOf(i, ind.shape, co.data());
-      co[axis] = idx[i];
-      int64_t off = 0;
-      for (int d = 0; d < r; ++d)
-        off += co[d] * xs[d];
-      q[i] = p[off];
-    }
+      for (int64_t i = i0; i < i1; ++i) {
+        coordsOf(i, ind.shape, co.data());
+        co[axis] = idx[i];
+        int64_t off = 0;
+        for (int d = 0; d < r; ++d)
+          off += co[d] * xs[d];
+        q[i] = p[off];
+      }
+    });
   });
 }
 
@@ -179,16 +181,17 @@ HPCRT_KERNEL(one_hot) {
     using U = typename decltype(tag)::type;
     U off = values.as<U>()[0], on = values.as<U>()[1];
     U *q = y.as<U>();
-#pragma omp parallel for if (parallelWorth(y.numel))
-    for (int64_t r = 0; r < outer * depth; ++r) {
-      int64_t o = r / depth, dv = r % depth;
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t v = idx[o * inner + i];
-        if (v < 0)
-          v += depth;
-        q[r * inner + i] = v == dv ? on : off;
+    parallelFor(outer * depth, static_cast<double>(inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t o = r / depth, dv = r % depth;
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t v = idx[o * inner + i];
+          if (v < 0)
+            v += depth;
+          q[r * inner + i] = v == dv ? on : off;
+        }
       }
-    }
+    });
   });
 }
 
@@ -220,11 +223,9 @@ HPCRT_KERNEL(top_k) {
     const T *p = x.as<T>();
     T *qv = vals.as<T>();
     int64_t *qi = inds.as<int64_t>();
-#pragma omp parallel if (parallelWorth(x.numel))
-    {
+    parallelFor(outer * inner, 4.0 * static_cast<double>(n), [&](int64_t r0, int64_t r1) {
       std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
-#pragma omp for
-      for (int64_t r = 0; r < outer * inner; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         int64_t o = r / inner, i = r % inner;
         for (int64_t j = 0; j < n; ++j)
           row[j] = {ld(p, (o * n + j) * inner + i), j};
@@ -247,6 +248,6 @@ HPCRT_KERNEL(top_k) {
           qi[off] = row[j].second;
         }
       }
-    }
+    });
   });
 }

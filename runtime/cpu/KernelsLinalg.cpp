@@ -1,15 +1,20 @@
 //===- KernelsLinalg.cpp - matmul, gemm, conv, conv_transpose --------------===//
 //
-// f32/f64 go through OpenBLAS (conv as im2col + gemm, conv_transpose as gemm
-// + col2im); f16/bf16 are widened to f32 and narrowed back; integer matmul
-// and gemm are plain loops that wrap.
+// f32 products run on the AVX-512/AVX2 micro-kernels below (conv without
+// im2col where the last stride is 1), large ones and f64 on OpenBLAS (conv
+// as im2col + gemm, conv_transpose as gemm + col2im); f16/bf16 are widened
+// to f32 and narrowed back; integer matmul and gemm are plain loops that
+// wrap.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
+#include "Simd.h"
 
 #include <cblas.h>
 #include <climits>
+#include <memory>
+#include <strings.h>
 
 using namespace hpcrt;
 
@@ -21,25 +26,379 @@ blasint blasDim(int64_t v) {
   return static_cast<blasint>(v);
 }
 
+//===----------------------------------------------------------------------===//
+// f32 GEMM
+//
+// Small and medium f32 products (all of a transformer's or a small CNN's)
+// run on register-blocked AVX-512 or AVX2 micro-kernels: an MR x NR tile of
+// C stays in registers while k runs, A is read in place (broadcasts), B in
+// place when it is row-major (one NR-wide panel, masked at the right edge)
+// and packed into panels when it is transposed. The tiles of all batch
+// entries are spread over the thread pool. Larger products, f64, and CPUs
+// without AVX2/FMA go to OpenBLAS, single-threaded per call (the pool splits
+// the work), so that OpenBLAS's own threads never compete with the pool's.
+//===----------------------------------------------------------------------===//
+
+#define HPCRT_AVX512 __attribute__((target(HPCRT_AVX512_TARGET)))
+#define HPCRT_AVX2 __attribute__((target(HPCRT_AVX2_TARGET)))
+
+/// OpenBLAS single-threaded from here on (idempotent, cheap).
+void blasSingleThreaded() {
+  if (openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
+}
+
+/// Whether OpenBLAS runs AVX2-or-better kernels on this CPU (its runtime
+/// detection falls back to old cores on CPUs it does not know).
+bool blasHasModernCore() {
+  static const bool modern = [] {
+    const char *core = openblas_get_corename();
+    std::string name = core ? core : "";
+    for (const char *good : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+      if (strcasecmp(name.c_str(), good) == 0)
+        return true;
+    return false;
+  }();
+  return modern;
+}
+
+/// One sgemm problem, possibly batched:
+///   C[b](i, j) = alpha * sum_k A[b](i, k) B[b](k, j) + beta * C[b](i, j) + bias[b][i]
+/// with A(i, k) = a[b][i * ars + k * acs] and B(k, j) = b[b][boff[k] + j]: B's
+/// rows through an offset table, so that a row-major matrix (boff[k] = k *
+/// ldb) and a convolution's shifted input rows (no im2col) are the same
+/// kernel. bias (one pointer per batch entry, or no array) is optional.
+struct Sgemm {
+  int64_t M, N, K;
+  const float *const *a;
+  int64_t ars, acs;
+  const float *const *b;
+  const int64_t *boff;
+  float *const *c;
+  int64_t ldc;
+  float alpha, beta;
+  const float *const *bias = nullptr;
+  /// Elements from one NR-wide panel of B to the next: 0 for NR (B's
+  /// columns in place), K * NR for packed panels.
+  int64_t bpanel = 0;
+  /// A panel is NV vectors of vcols (<= W) columns each, vector v at B row
+  /// + v * bvec and C row + v * cvec; 0 means W for all three (a plain
+  /// NR-column panel). A convolution puts two output rows of <= W columns
+  /// into one panel this way.
+  int64_t vcols = 0, bvec = 0, cvec = 0;
+};
+
+#ifdef HPCRT_X86_SIMD
+
+template <int MR, int NV, bool Edge>
+HPCRT_AVX512 void tile512(const Sgemm &g, const float *A, const float *B, float *C, int64_t cols,
+                          const float *bias) {
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = _mm512_setzero_ps();
+  const int64_t vc = g.vcols ? g.vcols : 16, bv = g.bvec ? g.bvec : 16, cv = g.cvec ? g.cvec : 16;
+  __mmask16 mask[NV];
+  for (int v = 0; v < NV; ++v) {
+    int64_t n = std::min<int64_t>(vc, std::max<int64_t>(0, cols - vc * v));
+    mask[v] = static_cast<__mmask16>((1u << n) - 1);
+  }
+  const int64_t K = g.K, ars = g.ars, acs = g.acs;
+  const int64_t *boff = g.boff;
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 b[NV];
+    const float *Bk = B + boff[k];
+    for (int v = 0; v < NV; ++v)
+      b[v] = Edge ? _mm512_maskz_loadu_ps(mask[v], Bk + bv * v) : _mm512_loadu_ps(Bk + bv * v);
+    for (int i = 0; i < MR; ++i) {
+      __m512 a = _mm512_set1_ps(A[i * ars + k * acs]);
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  __m512 alpha = _mm512_set1_ps(g.alpha), beta = _mm512_set1_ps(g.beta);
+  bool useBeta = g.beta != 0.0f, scale = g.alpha != 1.0f;
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      float *p = C + i * g.ldc + cv * v;
+      __m512 r = scale ? _mm512_mul_ps(acc[i][v], alpha) : acc[i][v];
+      if (bias)
+        r = _mm512_add_ps(r, _mm512_set1_ps(bias[i]));
+      if (Edge) {
+        if (useBeta)
+          r = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask[v], p), r);
+        _mm512_mask_storeu_ps(p, mask[v], r);
+      } else {
+        if (useBeta)
+          r = _mm512_fmadd_ps(beta, _mm512_loadu_ps(p), r);
+        _mm512_storeu_ps(p, r);
+      }
+    }
+}
+
+template <int MR, int NV, bool Edge>
+HPCRT_AVX2 void tile256(const Sgemm &g, const float *A, const float *B, float *C, int64_t cols,
+                        const float *bias) {
+  __m256 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = _mm256_setzero_ps();
+  const int64_t vc = g.vcols ? g.vcols : 8, bv = g.bvec ? g.bvec : 8, cv = g.cvec ? g.cvec : 8;
+  __m256i mask[NV];
+  for (int v = 0; v < NV; ++v) {
+    int n = static_cast<int>(std::min<int64_t>(vc, std::max<int64_t>(0, cols - vc * v)));
+    mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  const int64_t K = g.K, ars = g.ars, acs = g.acs;
+  const int64_t *boff = g.boff;
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 b[NV];
+    const float *Bk = B + boff[k];
+    for (int v = 0; v < NV; ++v)
+      b[v] = Edge ? _mm256_maskload_ps(Bk + bv * v, mask[v]) : _mm256_loadu_ps(Bk + bv * v);
+    for (int i = 0; i < MR; ++i) {
+      __m256 a = _mm256_broadcast_ss(A + i * ars + k * acs);
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  __m256 alpha = _mm256_set1_ps(g.alpha), beta = _mm256_set1_ps(g.beta);
+  bool useBeta = g.beta != 0.0f, scale = g.alpha != 1.0f;
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      float *p = C + i * g.ldc + cv * v;
+      __m256 r = scale ? _mm256_mul_ps(acc[i][v], alpha) : acc[i][v];
+      if (bias)
+        r = _mm256_add_ps(r, _mm256_set1_ps(bias[i]));
+      if (Edge) {
+        if (useBeta)
+          r = _mm256_fmadd_ps(beta, _mm256_maskload_ps(p, mask[v]), r);
+        _mm256_maskstore_ps(p, mask[v], r);
+      } else {
+        if (useBeta)
+          r = _mm256_fmadd_ps(beta, _mm256_loadu_ps(p), r);
+        _mm256_storeu_ps(p, r);
+      }
+    }
+}
+
+/// Tile shapes: MR rows by NV vectors of W floats.
+constexpr int kMR512 = 8, kMR256 = 6;
+
+template <int NV, bool Edge>
+HPCRT_AVX512 void rows512(int rows, const Sgemm &g, const float *A, const float *B, float *C,
+                          int64_t cols, const float *bias) {
+  switch (rows) {
+  case 8: tile512<8, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 7: tile512<7, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 6: tile512<6, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 5: tile512<5, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 4: tile512<4, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 3: tile512<3, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 2: tile512<2, NV, Edge>(g, A, B, C, cols, bias); break;
+  default: tile512<1, NV, Edge>(g, A, B, C, cols, bias); break;
+  }
+}
+
+template <int NV, bool Edge>
+HPCRT_AVX2 void rows256(int rows, const Sgemm &g, const float *A, const float *B, float *C,
+                        int64_t cols, const float *bias) {
+  switch (rows) {
+  case 6: tile256<6, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 5: tile256<5, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 4: tile256<4, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 3: tile256<3, NV, Edge>(g, A, B, C, cols, bias); break;
+  case 2: tile256<2, NV, Edge>(g, A, B, C, cols, bias); break;
+  default: tile256<1, NV, Edge>(g, A, B, C, cols, bias); break;
+  }
+}
+
+/// Runs tiles [t0, t1) of the batch; tile t is (batch, panel, row block)
+/// with the row block fastest, so that consecutive tiles share a B panel.
+template <int Level, int NV>
+void runTiles(const Sgemm &g, int64_t batchCount, int64_t t0, int64_t t1) {
+  (void)batchCount;
+  constexpr int W = Level == 2 ? 16 : 8, MR = Level == 2 ? kMR512 : kMR256, NR = W * NV;
+  int64_t mt = (g.M + MR - 1) / MR, np = (g.N + NR - 1) / NR;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t bi = t / (np * mt), rem = t % (np * mt), p = rem / mt, m = rem % mt;
+    int rows = static_cast<int>(std::min<int64_t>(MR, g.M - m * MR));
+    int64_t cols = std::min<int64_t>(NR, g.N - p * NR);
+    const float *A = g.a[bi] + m * MR * g.ars;
+    const float *B = g.b[bi] + p * (g.bpanel ? g.bpanel : NR);
+    float *C = g.c[bi] + m * MR * g.ldc + p * NR;
+    const float *bias = g.bias && g.bias[bi] ? g.bias[bi] + m * MR : nullptr;
+    // Masked loads and stores for a partial panel or narrower vectors.
+    bool edge = cols != NR || (g.vcols && g.vcols != W);
+    if constexpr (Level == 2) {
+      if (edge)
+        rows512<NV, true>(rows, g, A, B, C, cols, bias);
+      else
+        rows512<NV, false>(rows, g, A, B, C, cols, bias);
+    } else {
+      if (edge)
+        rows256<NV, true>(rows, g, A, B, C, cols, bias);
+      else
+        rows256<NV, false>(rows, g, A, B, C, cols, bias);
+    }
+  }
+}
+
+template <int Level, int NV> void sgemmTiles(const Sgemm &g, int64_t batchCount) {
+  constexpr int W = Level == 2 ? 16 : 8, MR = Level == 2 ? kMR512 : kMR256, NR = W * NV;
+  int64_t tiles = batchCount * ((g.M + MR - 1) / MR) * ((g.N + NR - 1) / NR);
+  // ~32 (AVX-512) or ~16 (AVX2) multiply-adds per nanosecond and thread.
+  double cost = static_cast<double>(MR) * NR * std::max<int64_t>(g.K, 1) / (Level == 2 ? 32 : 16);
+  parallelFor(tiles, cost, [&](int64_t t0, int64_t t1) {
+    runTiles<Level, NV>(g, batchCount, t0, t1);
+  });
+}
+
+/// The panel width runSgemm uses for N columns.
+int64_t panelWidth(int64_t N) {
+  if (simdLevel() == 2)
+    return N <= 16 ? 16 : 32;
+  return N <= 8 ? 8 : 16;
+}
+
+/// Runs a prepared problem on this CPU's micro-kernels (simdLevel() > 0).
+void runSgemm(const Sgemm &g, int64_t batch) {
+  if (simdLevel() == 2) {
+    if (g.N <= 16)
+      sgemmTiles<2, 1>(g, batch);
+    else
+      sgemmTiles<2, 2>(g, batch);
+  } else {
+    if (g.N <= 8)
+      sgemmTiles<1, 1>(g, batch);
+    else
+      sgemmTiles<1, 2>(g, batch);
+  }
+}
+
+#else // no x86 SIMD: simdLevel() is 0 and these are never called
+
+int64_t panelWidth(int64_t) { return 8; }
+void runSgemm(const Sgemm &, int64_t) { fail("no SIMD GEMM on this CPU"); }
+
+#endif // HPCRT_X86_SIMD
+
+/// Batched row-major f32 GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b].
+void sgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *const *A, int64_t lda, const float *const *B, int64_t ldb,
+                float beta, float *const *C, int64_t ldc) {
+  if (M == 0 || N == 0 || batch == 0)
+    return;
+  if (K == 0) {
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          C[bi][i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[bi][i * ldc + j];
+    return;
+  }
+  int level = simdLevel();
+  double macs = static_cast<double>(M) * N * K;
+  bool own = level > 0 && (macs < 16.0 * (1 << 20) || !blasHasModernCore() ||
+                           std::min({M, N, K}) < 32);
+  if (!own) {
+    blasSingleThreaded();
+    auto tA = ta ? CblasTrans : CblasNoTrans, tB = tb ? CblasTrans : CblasNoTrans;
+    // Split each product into column slabs of >= 64 columns for the pool.
+    int64_t slabs = std::max<int64_t>(1, std::min<int64_t>(N / 64, 4 * maxThreads()));
+    double cost = macs / static_cast<double>(slabs) / 8;
+    parallelFor(batch * slabs, cost, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) {
+        int64_t bi = s / slabs, sl = s % slabs;
+        int64_t j0 = sl * N / slabs, j1 = (sl + 1) * N / slabs;
+        const float *b = B[bi] + (tb ? j0 * ldb : j0);
+        cblas_sgemm(CblasRowMajor, tA, tB, blasDim(M), blasDim(j1 - j0), blasDim(K), alpha,
+                    A[bi], blasDim(lda), b, blasDim(ldb), beta, C[bi] + j0, blasDim(ldc));
+      }
+    });
+    return;
+  }
+  // B is read in place (row-major) or packed into contiguous K x NR panels
+  // (zero-padded): when transposed, and when many row blocks reuse a large
+  // B (a panel streams from cache instead of K rows ldb apart, which alias
+  // in the L1 when ldb is a power of two).
+  int64_t NR = panelWidth(N), np = (N + NR - 1) / NR;
+  bool pack = tb || (M >= 256 && K >= 64 && N > NR);
+  std::vector<const float *> packed;
+  std::unique_ptr<float[]> packBuf;
+  const float *const *Bp = B;
+  if (pack) {
+    packBuf.reset(new float[static_cast<size_t>(batch * np * K * NR)]);
+    packed.resize(static_cast<size_t>(batch));
+    for (int64_t bi = 0; bi < batch; ++bi)
+      packed[bi] = packBuf.get() + bi * np * K * NR;
+    parallelFor(batch * np, static_cast<double>(K * NR) / 4, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        int64_t bi = q / np, p = q % np, j0 = p * NR, nc = std::min(NR, N - j0);
+        const float *src = B[bi];
+        float *dst = packBuf.get() + (bi * np + p) * K * NR;
+        for (int64_t k = 0; k < K; ++k, dst += NR) {
+          for (int64_t j = 0; j < nc; ++j)
+            dst[j] = tb ? src[(j0 + j) * ldb + k] : src[k * ldb + j0 + j];
+          for (int64_t j = nc; j < NR; ++j)
+            dst[j] = 0.0f;
+        }
+      }
+    });
+    Bp = packed.data();
+  }
+  std::vector<int64_t> boff(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k)
+    boff[k] = k * (pack ? NR : ldb);
+  Sgemm g{M, N, K, A, ta ? 1 : lda, ta ? lda : 1, Bp, boff.data(), C, ldc, alpha, beta};
+  g.bpanel = pack ? K * NR : 0;
+  runSgemm(g, batch);
+}
+
+/// f64: OpenBLAS, one call per batch entry, spread over the pool.
+void dgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const double *const *A, int64_t lda, const double *const *B, int64_t ldb,
+                double beta, double *const *C, int64_t ldc) {
+  if (M == 0 || N == 0 || batch == 0)
+    return;
+  if (K == 0) {
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          C[bi][i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[bi][i * ldc + j];
+    return;
+  }
+  blasSingleThreaded();
+  auto tA = ta ? CblasTrans : CblasNoTrans, tB = tb ? CblasTrans : CblasNoTrans;
+  double macs = static_cast<double>(M) * N * K;
+  int64_t slabs = std::max<int64_t>(1, std::min<int64_t>(N / 64, 4 * maxThreads()));
+  parallelFor(batch * slabs, macs / static_cast<double>(slabs) / 4, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      int64_t bi = s / slabs, sl = s % slabs;
+      int64_t j0 = sl * N / slabs, j1 = (sl + 1) * N / slabs;
+      const double *b = B[bi] + (tb ? j0 * ldb : j0);
+      cblas_dgemm(CblasRowMajor, tA, tB, blasDim(M), blasDim(j1 - j0), blasDim(K), alpha, A[bi],
+                  blasDim(lda), b, blasDim(ldb), beta, C[bi] + j0, blasDim(ldc));
+    }
+  });
+}
+
+/// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, batched over pointer
+/// lists.
+template <typename T>
+void gemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
+               const T *const *A, int64_t lda, const T *const *B, int64_t ldb, T beta,
+               T *const *C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    sgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    dgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C.
 template <typename T>
 void gemmRM(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,
             int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc) {
-  if (M == 0 || N == 0)
-    return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j)
-        C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
-    return;
-  }
-  auto tA = ta ? CblasTrans : CblasNoTrans, tB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, tA, tB, blasDim(M), blasDim(N), blasDim(K), alpha, A,
-                blasDim(lda), B, blasDim(ldb), beta, C, blasDim(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, tA, tB, blasDim(M), blasDim(N), blasDim(K), alpha, A,
-                blasDim(lda), B, blasDim(ldb), beta, C, blasDim(ldc));
+  gemmBatch<T>(1, ta, tb, M, N, K, alpha, &A, lda, &B, ldb, beta, &C, ldc);
 }
 
 /// A tensor's data as T: the tensor itself for T's dtype, else a widened copy.
@@ -147,11 +506,17 @@ HPCRT_KERNEL(matmul) {
         gemmRM<T>(false, false, nb * M, N, K, T(1), A, K, B, N, T(0), Y, N);
         return;
       }
+      std::vector<const T *> pa(static_cast<size_t>(nb)), pb(static_cast<size_t>(nb));
+      std::vector<T *> py(static_cast<size_t>(nb));
       for (int64_t i = 0; i < nb; ++i) {
         int64_t oa, ob;
         batchOffsets(i, oa, ob);
-        gemmRM<T>(false, false, M, N, K, T(1), A + oa, K, B + ob, N, T(0), Y + i * M * N, N);
+        pa[i] = A + oa;
+        pb[i] = B + ob;
+        py[i] = Y + i * M * N;
       }
+      gemmBatch<T>(nb, false, false, M, N, K, T(1), pa.data(), K, pb.data(), N, T(0), py.data(),
+                   N);
     });
     return;
   }
@@ -160,17 +525,19 @@ HPCRT_KERNEL(matmul) {
     const T *A = a.as<T>();
     const T *B = b.as<T>();
     T *Y = y.as<T>();
-#pragma omp parallel for if (parallelWorth(nb * M * N * K))
-    for (int64_t r = 0; r < nb * M; ++r) {
-      int64_t i = r / M, m = r % M, oa, ob;
-      batchOffsets(i, oa, ob);
-      for (int64_t n = 0; n < N; ++n) {
-        uint64_t acc = 0;
-        for (int64_t k = 0; k < K; ++k)
-          acc += static_cast<uint64_t>(A[oa + m * K + k]) * static_cast<uint64_t>(B[ob + k * N + n]);
-        Y[r * N + n] = static_cast<T>(acc);
+    parallelFor(nb * M, static_cast<double>(N) * K, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t i = r / M, m = r % M, oa, ob;
+        batchOffsets(i, oa, ob);
+        for (int64_t n = 0; n < N; ++n) {
+          uint64_t acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += static_cast<uint64_t>(A[oa + m * K + k]) *
+                   static_cast<uint64_t>(B[ob + k * N + n]);
+          Y[r * N + n] = static_cast<T>(acc);
+        }
       }
-    }
+    });
   });
 }
 
@@ -209,10 +576,11 @@ HPCRT_KERNEL(gemm) {
       if (useC) {
         const T *C = static_cast<const T *>(ptrs[2]);
         T bt = static_cast<T>(beta);
-#pragma omp parallel for if (parallelWorth(M * N))
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t j = 0; j < N; ++j)
-            Y[i * N + j] = bt * C[i * cs[0] + j * cs[1]];
+        parallelFor(M, static_cast<double>(N), [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = 0; j < N; ++j)
+              Y[i * N + j] = bt * C[i * cs[0] + j * cs[1]];
+        });
       }
       gemmRM<T>(ta, tb, M, N, K, static_cast<T>(alpha), static_cast<const T *>(ptrs[0]),
                 a.shape[1], static_cast<const T *>(ptrs[1]), b.shape[1],
@@ -227,8 +595,8 @@ HPCRT_KERNEL(gemm) {
     const T *C = useC ? cc->as<T>() : nullptr;
     T *Y = y.as<T>();
     bool exact = alpha == 1.0 && (beta == 1.0 || !useC);
-#pragma omp parallel for if (parallelWorth(M * N * K))
-    for (int64_t i = 0; i < M; ++i)
+    parallelFor(M, static_cast<double>(N) * K, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
       for (int64_t j = 0; j < N; ++j) {
         uint64_t acc = 0;
         for (int64_t k = 0; k < K; ++k) {
@@ -244,6 +612,7 @@ HPCRT_KERNEL(gemm) {
               alpha * static_cast<double>(static_cast<T>(acc)) +
               (useC ? beta * static_cast<double>(cv) : 0.0)));
       }
+    });
   });
 }
 
@@ -294,41 +663,174 @@ void im2col(const T *x, int64_t channels, const ConvGeom &g, T *col) {
   int r = g.r;
   int64_t outLast = g.out[r - 1];
   int64_t outer = g.outSize / outLast;
-#pragma omp parallel for if (parallelWorth(rows * g.outSize))
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t ch = row / g.kSize, kr = row % g.kSize;
-    int64_t kk[8];
-    for (int d = r - 1; d >= 0; --d) {
-      kk[d] = kr % g.k[d];
-      kr /= g.k[d];
-    }
-    const T *xc = x + ch * g.inSize;
-    T *dst = col + row * g.outSize;
-    for (int64_t ou = 0; ou < outer; ++ou) {
-      // Coordinates of the outer output dims, and the input offset they give.
-      int64_t rem = ou, off = 0, mult = g.in[r - 1];
-      bool valid = true;
-      for (int d = r - 2; d >= 0; --d) {
-        int64_t o = rem % g.out[d];
-        rem /= g.out[d];
-        int64_t i = o * g.stride[d] - g.padB[d] + kk[d] * g.dil[d];
-        if (i < 0 || i >= g.in[d])
-          valid = false;
-        off += i * mult;
-        mult *= g.in[d];
+  parallelFor(rows, static_cast<double>(g.outSize), [&](int64_t row0, int64_t row1) {
+    for (int64_t row = row0; row < row1; ++row) {
+      int64_t ch = row / g.kSize, kr = row % g.kSize;
+      int64_t kk[8], co[8] = {};
+      for (int d = r - 1; d >= 0; --d) {
+        kk[d] = kr % g.k[d];
+        kr /= g.k[d];
       }
-      T *q = dst + ou * outLast;
-      if (!valid) {
-        std::fill(q, q + outLast, T(0));
-        continue;
-      }
+      const T *xc = x + ch * g.inSize;
+      T *dst = col + row * g.outSize;
+      // The innermost dimension (the same for every outer position): zeros
+      // for o < lo, input elements base + o * s for lo <= o < hi, zeros.
       int64_t s = g.stride[r - 1], base = kk[r - 1] * g.dil[r - 1] - g.padB[r - 1];
       int64_t n = g.in[r - 1];
-      for (int64_t o = 0; o < outLast; ++o) {
-        int64_t i = o * s + base;
-        q[o] = (i >= 0 && i < n) ? xc[off + i] : T(0);
+      int64_t lo = base >= 0 ? 0 : std::min(outLast, (-base + s - 1) / s);
+      int64_t hi = n - base <= 0 ? 0 : std::min(outLast, (n - base + s - 1) / s);
+      hi = std::max(hi, lo);
+      for (int64_t ou = 0; ou < outer; ++ou) {
+        // The outer output coordinates co[] (an odometer, no divisions) and
+        // the input offset they give.
+        int64_t off = 0, mult = g.in[r - 1];
+        bool valid = true;
+        for (int d = r - 2; d >= 0; --d) {
+          int64_t i = co[d] * g.stride[d] - g.padB[d] + kk[d] * g.dil[d];
+          valid = valid && i >= 0 && i < g.in[d];
+          off += i * mult;
+          mult *= g.in[d];
+        }
+        for (int d = r - 2; d >= 0; --d) {
+          if (++co[d] < g.out[d])
+            break;
+          co[d] = 0;
+        }
+        T *q = dst + ou * outLast;
+        if (!valid) {
+          std::fill(q, q + outLast, T(0));
+          continue;
+        }
+        const T *src = xc + off;
+        for (int64_t o = 0; o < lo; ++o)
+          q[o] = T(0);
+        if (s == 1)
+          for (int64_t o = lo; o < hi; ++o)
+            q[o] = src[o + base];
+        else
+          for (int64_t o = lo; o < hi; ++o)
+            q[o] = src[o * s + base];
+        for (int64_t o = hi; o < outLast; ++o)
+          q[o] = T(0);
       }
     }
+  });
+}
+
+/// f32 convolution without im2col, for a unit stride in the last spatial
+/// dimension: the input is copied once into a zero-padded buffer (unless
+/// there is no padding), and each output row (all last-dimension positions
+/// of one outer output position) is a GEMM whose B rows are that buffer at
+/// the offsets of (channel, kernel position); the bias is added in the
+/// GEMM's epilogue.
+void directConv(const float *X, const float *W, const float *bias, float *Y, int64_t N,
+                int64_t C, int64_t M, int64_t group, const ConvGeom &g,
+                const std::vector<int64_t> &pads) {
+  int r = g.r;
+  int64_t Cg = C / group, Mg = M / group, K = Cg * g.kSize;
+  int64_t P[8], pitch[8], plane = 1;
+  bool padded = false;
+  for (int d = 0; d < r; ++d) {
+    P[d] = g.in[d] + pads[d] + pads[d + r];
+    padded = padded || pads[d] != 0 || pads[d + r] != 0;
+  }
+  for (int d = r - 1; d >= 0; --d) {
+    pitch[d] = plane;
+    plane *= P[d];
+  }
+  // B row offsets of (channel, kernel position), the same for every row.
+  std::vector<int64_t> boff(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t c = k / g.kSize, kr = k % g.kSize, off = c * plane;
+    for (int d = r - 1; d >= 0; --d) {
+      off += (kr % g.k[d]) * g.dil[d] * pitch[d];
+      kr /= g.k[d];
+    }
+    boff[k] = off;
+  }
+  int64_t OW = g.out[r - 1], outer = g.outSize / OW, batch = group * outer;
+  int64_t vec = simdLevel() == 2 ? 16 : 8;
+  bool pair = r == 2 && outer >= 2 && 2 * OW > vec && OW <= vec;
+  std::vector<const float *> pa(static_cast<size_t>(batch)), pb(static_cast<size_t>(batch)),
+      pbias(static_cast<size_t>(batch));
+  std::vector<float *> pc(static_cast<size_t>(batch));
+  std::unique_ptr<float[]> buf(padded ? new float[static_cast<size_t>(C * plane)] : nullptr);
+  for (int64_t n = 0; n < N; ++n) {
+    const float *xn = X + n * C * g.inSize, *src = xn;
+    if (padded) {
+      // Zero borders and the input's rows (last dimension) inside them.
+      int64_t inLast = g.in[r - 1], rows = g.inSize / inLast;
+      float *xp = buf.get();
+      parallelFor(C, static_cast<double>(plane), [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          float *dst = xp + c * plane;
+          std::fill(dst, dst + plane, 0.0f);
+          int64_t co[8] = {};
+          for (int64_t row = 0; row < rows; ++row) {
+            int64_t off = pads[r - 1];
+            for (int d = 0; d < r - 1; ++d)
+              off += (co[d] + pads[d]) * pitch[d];
+            std::copy(xn + (c * rows + row) * inLast, xn + (c * rows + row + 1) * inLast,
+                      dst + off);
+            for (int d = r - 2; d >= 0; --d) {
+              if (++co[d] < g.in[d])
+                break;
+              co[d] = 0;
+            }
+          }
+        }
+      });
+      src = xp;
+    }
+    // Batch entries: output rows, or (pairs) two adjacent rows of a 2-D
+    // output whose rows are at most one vector wide but more than half of
+    // one, as the two vectors of one panel; then the rows left over.
+    int64_t b = 0, rowsLeft = 0;
+    auto entry = [&](int64_t gi, int64_t ou, int64_t off) {
+      pa[b] = W + gi * Mg * K;
+      pb[b] = src + off;
+      pc[b] = Y + (n * M + gi * Mg) * g.outSize + ou * OW;
+      pbias[b] = bias ? bias + gi * Mg : nullptr;
+      ++b;
+    };
+    if (pair) {
+      for (int64_t gi = 0; gi < group; ++gi)
+        for (int64_t oh = 0; oh + 1 < outer; oh += 2)
+          entry(gi, oh, gi * Cg * plane + oh * g.stride[0] * pitch[0]);
+      int64_t pairs = b;
+      if (outer % 2)
+        for (int64_t gi = 0; gi < group; ++gi)
+          entry(gi, outer - 1, gi * Cg * plane + (outer - 1) * g.stride[0] * pitch[0]);
+      rowsLeft = b - pairs;
+      Sgemm sg{Mg, 2 * OW, K, pa.data(), K, 1, pb.data(), boff.data(), pc.data(), g.outSize,
+               1.0f, 0.0f, pbias.data()};
+      sg.vcols = OW;
+      sg.bvec = g.stride[0] * pitch[0];
+      sg.cvec = OW;
+      runSgemm(sg, pairs);
+      if (!rowsLeft)
+        continue;
+    } else {
+      for (int64_t gi = 0; gi < group; ++gi) {
+        int64_t co[8] = {};
+        for (int64_t ou = 0; ou < outer; ++ou) {
+          int64_t off = gi * Cg * plane;
+          for (int d = 0; d < r - 1; ++d)
+            off += co[d] * g.stride[d] * pitch[d];
+          for (int d = r - 2; d >= 0; --d) {
+            if (++co[d] < g.out[d])
+              break;
+            co[d] = 0;
+          }
+          entry(gi, ou, off);
+        }
+      }
+      rowsLeft = b;
+    }
+    size_t first = static_cast<size_t>(b - rowsLeft);
+    Sgemm sg{Mg, OW, K, pa.data() + first, K, 1, pb.data() + first, boff.data(),
+             pc.data() + first, g.outSize, 1.0f, 0.0f, pbias.data() + first};
+    runSgemm(sg, rowsLeft);
   }
 }
 
@@ -371,27 +873,41 @@ HPCRT_KERNEL(conv) {
     const T *W = static_cast<const T *>(ptrs[1]);
     const T *B = static_cast<const T *>(ptrs[2]);
     T *Y = static_cast<T *>(out);
-    std::vector<T> col(pointwise ? 0 : static_cast<size_t>(Cg * g.kSize * g.outSize));
-    for (int64_t n = 0; n < N; ++n)
+    if constexpr (std::is_same_v<T, float>) {
+      if (simdLevel() > 0 && !pointwise && g.stride[g.r - 1] == 1) {
+        directConv(X, W, B, Y, N, C, M, group, g, pads);
+        return;
+      }
+    }
+    // Per image: im2col of all channels (the groups' column matrices one
+    // after another), then one batched product over the groups.
+    std::unique_ptr<T[]> col(pointwise ? nullptr : new T[static_cast<size_t>(C * g.kSize * g.outSize)]);
+    std::vector<const T *> pw(static_cast<size_t>(group)), pc(static_cast<size_t>(group));
+    std::vector<T *> py(static_cast<size_t>(group));
+    for (int64_t n = 0; n < N; ++n) {
+      const T *xn = X + n * C * g.inSize;
+      const T *cm = xn;
+      if (!pointwise) {
+        im2col(xn, C, g, col.get());
+        cm = col.get();
+      }
       for (int64_t gi = 0; gi < group; ++gi) {
-        const T *xg = X + (n * C + gi * Cg) * g.inSize;
-        const T *cm = xg;
-        if (!pointwise) {
-          im2col(xg, Cg, g, col.data());
-          cm = col.data();
-        }
-        T *yg = Y + (n * M + gi * Mg) * g.outSize;
-        gemmRM<T>(false, false, Mg, g.outSize, Cg * g.kSize, T(1), W + gi * Mg * Cg * g.kSize,
-                  Cg * g.kSize, cm, g.outSize, T(0), yg, g.outSize);
+        pw[gi] = W + gi * Mg * Cg * g.kSize;
+        pc[gi] = cm + gi * Cg * g.kSize * g.outSize;
+        py[gi] = Y + (n * M + gi * Mg) * g.outSize;
       }
+      gemmBatch<T>(group, false, false, Mg, g.outSize, Cg * g.kSize, T(1), pw.data(),
+                   Cg * g.kSize, pc.data(), g.outSize, T(0), py.data(), g.outSize);
+    }
     if (B) {
-#pragma omp parallel for if (parallelWorth(N * M * g.outSize))
-      for (int64_t nm = 0; nm < N * M; ++nm) {
-        T bv = B[nm % M];
-        T *q = Y + nm * g.outSize;
-        for (int64_t i = 0; i < g.outSize; ++i)
-          q[i] += bv;
-      }
+      parallelFor(N * M, static_cast<double>(g.outSize), [&](int64_t nm0, int64_t nm1) {
+        for (int64_t nm = nm0; nm < nm1; ++nm) {
+          T bv = B[nm % M];
+          T *q = Y + nm * g.outSize;
+          for (int64_t i = 0; i < g.outSize; ++i)
+            q[i] += bv;
+        }
+      });
     }
   });
 }
@@ -439,8 +955,8 @@ HPCRT_KERNEL(conv_transpose) {
         gemmRM<T>(true, false, rows, g.inSize, Cg, T(1), W + gi * Cg * rows, rows,
                   X + (n * C + gi * Cg) * g.inSize, g.inSize, T(0), col.data(), g.inSize);
         T *yg = Y + (n * M + gi * Mg) * g.outSize;
-#pragma omp parallel for if (parallelWorth(rows * g.inSize))
-        for (int64_t m = 0; m < Mg; ++m) {
+        parallelFor(Mg, static_cast<double>(g.kSize) * g.inSize, [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
           T *ym = yg + m * g.outSize;
           T bv = B ? B[gi * Mg + m] : T(0);
           std::fill(ym, ym + g.outSize, bv);
@@ -470,6 +986,7 @@ HPCRT_KERNEL(conv_transpose) {
             }
           }
         }
+        });
       }
   });
 }

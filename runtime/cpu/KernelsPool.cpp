@@ -2,11 +2,17 @@
 //
 // N-d max/avg pooling (pads, dilations, ceil_mode, count_include_pad), the
 // global pools, and Resize (nearest and multilinear) with the coordinate
-// transforms of the ONNX reference implementation.
+// transforms of the ONNX reference implementation. 2-D max/avg pooling
+// runs as two separable 1-D passes (H, then W) that vectorize; avg sums in
+// the compute type (float for f32/f16/bf16), max falls back to the
+// per-window loop for planes holding a NaN.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
+#include "Simd.h"
+
+#include <atomic>
 
 using namespace hpcrt;
 
@@ -62,50 +68,181 @@ PoolGeom poolGeom(const Tensor &x, const Tensor &y, bool ceilMode,
   return g;
 }
 
-/// Calls f(inputOffset) for each window position inside the input, and
-/// returns the number of positions inside the padded extent.
-template <typename F> int64_t forWindow(const PoolGeom &g, int64_t o, int64_t &valid, F &&f) {
-  int64_t first[8], cnt[8], istr[8];
-  int64_t padded = 1, rem = o, mult = 1;
-  valid = 1;
-  for (int d = g.r - 1; d >= 0; --d) {
-    int64_t oc = rem % g.out[d];
-    rem /= g.out[d];
-    int64_t start = oc * g.stride[d] - g.padB[d], dil = g.dil[d];
-    int64_t k0 = start < 0 ? (-start + dil - 1) / dil : 0;
-    int64_t lim = g.in[d] - start; // positions start + k*dil < in
-    int64_t k1 = lim <= 0 ? 0 : std::min(g.k[d], (lim + dil - 1) / dil);
-    int64_t limPad = g.in[d] + g.padE[d] - start;
-    padded *= limPad <= 0 ? 0 : std::min(g.k[d], (limPad + dil - 1) / dil);
-    cnt[d] = std::max<int64_t>(0, k1 - k0);
-    first[d] = start + k0 * dil;
-    istr[d] = mult;
-    mult *= g.in[d];
-    valid *= cnt[d];
-  }
-  if (valid == 0)
-    return padded;
-  if (g.r == 2) {
-    int64_t s0 = g.dil[0] * istr[0], s1 = g.dil[1];
-    int64_t base = first[0] * istr[0] + first[1];
-    for (int64_t a = 0; a < cnt[0]; ++a)
-      for (int64_t b = 0; b < cnt[1]; ++b)
-        f(base + a * s0 + b * s1);
-    return padded;
-  }
-  int64_t j[8] = {};
-  for (int64_t n = 0; n < valid; ++n) {
-    int64_t off = 0;
-    for (int d = 0; d < g.r; ++d)
-      off += (first[d] + j[d] * g.dil[d]) * istr[d];
-    f(off);
-    for (int d = g.r - 1; d >= 0; --d) {
-      if (++j[d] < cnt[d])
-        break;
-      j[d] = 0;
+/// Per spatial dimension and output coordinate: the first input index
+/// inside the input, how many window taps fall inside it, and how many
+/// inside the padded extent (avg_pool's count_include_pad).
+struct WindowTable {
+  std::vector<int64_t> first[8], count[8], padded[8];
+
+  explicit WindowTable(const PoolGeom &g) {
+    for (int d = 0; d < g.r; ++d) {
+      int64_t n = g.out[d];
+      first[d].resize(n);
+      count[d].resize(n);
+      padded[d].resize(n);
+      for (int64_t oc = 0; oc < n; ++oc) {
+        int64_t start = oc * g.stride[d] - g.padB[d], dil = g.dil[d];
+        int64_t k0 = start < 0 ? (-start + dil - 1) / dil : 0;
+        int64_t lim = g.in[d] - start; // positions start + k*dil < in
+        int64_t k1 = lim <= 0 ? 0 : std::min(g.k[d], (lim + dil - 1) / dil);
+        int64_t limPad = g.in[d] + g.padE[d] - start;
+        padded[d][oc] = limPad <= 0 ? 0 : std::min(g.k[d], (limPad + dil - 1) / dil);
+        count[d][oc] = std::max<int64_t>(0, k1 - k0);
+        first[d][oc] = start + k0 * dil;
+      }
     }
   }
-  return padded;
+};
+
+/// Runs pool(plane, outIndex, visit) for every output element, where
+/// visit(f) calls f(inputOffset) for each window position inside the input
+/// and returns (valid, padded) counts. Planes are spread over the pool.
+template <typename F> void forEachWindow(const PoolGeom &g, F &&f) {
+  WindowTable w(g);
+  parallelFor(g.planes, static_cast<double>(g.outSize) * g.kSize, [&](int64_t p0, int64_t p1) {
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      if (g.r == 2) {
+        // The common case without divisions per element.
+        int64_t W = g.in[1], dh = g.dil[0] * W, dw = g.dil[1];
+        int64_t o = 0;
+        for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+          int64_t h0 = w.first[0][oh], hc = w.count[0][oh], hp = w.padded[0][oh];
+          for (int64_t ow = 0; ow < g.out[1]; ++ow, ++o) {
+            int64_t w0 = w.first[1][ow], wc = w.count[1][ow];
+            int64_t base = h0 * W + w0;
+            f(plane, o, hc * wc, hp * w.padded[1][ow], [&](auto &&visit) {
+              for (int64_t a = 0; a < hc; ++a)
+                for (int64_t b = 0; b < wc; ++b)
+                  visit(base + a * dh + b * dw);
+            });
+          }
+        }
+        continue;
+      }
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t first[8], cnt[8], istr[8];
+        int64_t padded = 1, valid = 1, rem = o, mult = 1;
+        for (int d = g.r - 1; d >= 0; --d) {
+          int64_t oc = rem % g.out[d];
+          rem /= g.out[d];
+          first[d] = w.first[d][oc];
+          cnt[d] = w.count[d][oc];
+          padded *= w.padded[d][oc];
+          valid *= cnt[d];
+          istr[d] = mult;
+          mult *= g.in[d];
+        }
+        f(plane, o, valid, padded, [&](auto &&visit) {
+          int64_t j[8] = {};
+          for (int64_t n = 0; n < valid; ++n) {
+            int64_t off = 0;
+            for (int d = 0; d < g.r; ++d)
+              off += (first[d] + j[d] * g.dil[d]) * istr[d];
+            visit(off);
+            for (int d = g.r - 1; d >= 0; --d) {
+              if (++j[d] < cnt[d])
+                break;
+              j[d] = 0;
+            }
+          }
+        });
+      }
+    }
+  });
+}
+
+/// 2-D pooling as two 1-D passes (the windows are rectangles): along H
+/// into `rows` (one row of the input width per output row; contiguous, so
+/// the loops vectorize), then along W. `combine` is max or +, in the
+/// accumulator type A; out[0] x out[1] results are left in `out`.
+template <typename A, typename T, typename F>
+void separablePool2d(const PoolGeom &g, const WindowTable &w, const T *xp, A init, F combine,
+                     A *rows, A *out) {
+  int64_t W = g.in[1], OH = g.out[0], OW = g.out[1];
+  int64_t sw = g.stride[1], dw = g.dil[1], kw = g.k[1], dh = g.dil[0];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    A *t = rows + oh * W;
+    int64_t hc = w.count[0][oh], f = w.first[0][oh];
+    if (hc == 0) {
+      std::fill(t, t + W, init);
+      continue;
+    }
+    const T *x0 = xp + f * W;
+    for (int64_t i = 0; i < W; ++i)
+      t[i] = static_cast<A>(ld(x0, i));
+    for (int64_t a = 1; a < hc; ++a) {
+      const T *xa = xp + (f + a * dh) * W;
+      for (int64_t i = 0; i < W; ++i)
+        t[i] = combine(t[i], static_cast<A>(ld(xa, i)));
+    }
+  }
+  // Output columns whose window lies fully inside the input: a contiguous
+  // range [lo, hi), where the taps are a fixed pattern.
+  int64_t lo = 0, hi = 0;
+  for (int64_t ow = 0; ow < OW; ++ow)
+    if (w.count[1][ow] == kw && w.first[1][ow] == ow * sw - g.padB[1]) {
+      if (hi == lo)
+        lo = ow;
+      hi = ow + 1;
+    }
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const A *t = rows + oh * W;
+    A *o = out + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      if (ow == lo && hi > lo) {
+        const A *base = t + (lo * sw - g.padB[1]); // column lo's first tap
+        A *q = o + lo;
+        int64_t n = hi - lo;
+        if (sw == 2 && kw == 2 && dw == 1) { // constant strides vectorize
+          for (int64_t j = 0; j < n; ++j)
+            q[j] = combine(base[2 * j], base[2 * j + 1]);
+        } else if (sw == 1) {
+          for (int64_t j = 0; j < n; ++j)
+            q[j] = base[j];
+          for (int64_t b = 1; b < kw; ++b)
+            for (int64_t j = 0; j < n; ++j)
+              q[j] = combine(q[j], base[j + b * dw]);
+        } else {
+          for (int64_t j = 0; j < n; ++j) {
+            A a = base[j * sw];
+            for (int64_t b = 1; b < kw; ++b)
+              a = combine(a, base[j * sw + b * dw]);
+            q[j] = a;
+          }
+        }
+        ow = hi - 1;
+        continue;
+      }
+      A a = init;
+      for (int64_t b = 0, f = w.first[1][ow]; b < w.count[1][ow]; ++b)
+        a = combine(a, t[f + b * dw]);
+      o[ow] = a;
+    }
+  }
+}
+
+/// Whether any of n elements is a NaN (branch-free, vectorizes for f32).
+template <typename T> bool anyNaN(const T *p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+#ifdef HPCRT_X86_SIMD
+    if (simdLevel() == 2)
+      return avx512::anyNaNRow(p, n);
+    if (simdLevel() == 1)
+      return avx2::anyNaNRow(p, n);
+#endif
+    uint32_t acc = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u;
+      memcpy(&u, p + i, 4);
+      acc |= static_cast<int32_t>(u & 0x7fffffffu) > 0x7f800000;
+    }
+    return acc != 0;
+  } else {
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i)
+      nan |= ld(p, i) != ld(p, i);
+    return nan;
+  }
 }
 
 } // namespace
@@ -122,19 +259,58 @@ HPCRT_KERNEL(max_pool) {
     using C = C_t<T>;
     const T *p = x.as<T>();
     T *q = y.as<T>();
-#pragma omp parallel for if (parallelWorth(g.planes * g.outSize * g.kSize))
-    for (int64_t r = 0; r < g.planes * g.outSize; ++r) {
-      int64_t plane = r / g.outSize, o = r % g.outSize, valid;
-      const T *xp = p + plane * g.inSize;
-      C best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
-                                           : std::numeric_limits<C>::lowest();
-      forWindow(g, o, valid, [&](int64_t off) {
-        C v = ld(xp, off);
-        if (v > best || v != v)
-          best = best != best ? best : v;
-      });
-      st(q, r, best);
+    if constexpr (std::is_floating_point_v<C>) {
+      if (g.r == 2) {
+        WindowTable w(g);
+        C lowest = -std::numeric_limits<C>::infinity();
+        std::atomic<bool> done{true};
+        parallelFor(g.planes, 0.5 * static_cast<double>(g.inSize), [&](int64_t p0, int64_t p1) {
+          std::vector<C> rows(static_cast<size_t>(g.out[0] * g.in[1])),
+              out(static_cast<size_t>(g.outSize));
+          for (int64_t plane = p0; plane < p1; ++plane) {
+            const T *xp = p + plane * g.inSize;
+            if (anyNaN(xp, g.inSize)) { // NaN propagates: the per-window loop below
+              done.store(false, std::memory_order_relaxed);
+              continue;
+            }
+            separablePool2d<C>(g, w, xp, lowest, [](C a, C b) { return b > a ? b : a; },
+                               rows.data(), out.data());
+            for (int64_t i = 0; i < g.outSize; ++i)
+              st(q, plane * g.outSize + i, out[i]);
+          }
+        });
+        if (done.load())
+          return;
+      }
     }
+    forEachWindow(g, [&](int64_t plane, int64_t o, int64_t, int64_t, auto &&window) {
+      const T *xp = p + plane * g.inSize;
+      C lowest = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                             : std::numeric_limits<C>::lowest();
+      C best = lowest;
+      bool nan = false;
+      // Branch-free (a data-dependent branch mispredicts half the time).
+      auto isNaN = [](C v) {
+        if constexpr (std::is_floating_point_v<C>)
+          return v != v;
+        else
+          return false;
+      };
+      window([&](int64_t off) {
+        C v = ld(xp, off);
+        best = v > best ? v : best;
+        nan |= isNaN(v);
+      });
+      if (nan) { // the window's first NaN
+        best = lowest;
+        window([&](int64_t off) {
+          C v = ld(xp, off);
+          if (v > best || isNaN(v))
+            best = isNaN(best) ? best : v;
+        });
+      }
+      st(q, plane * g.outSize + o, best);
+    });
   });
 }
 
@@ -149,15 +325,38 @@ HPCRT_KERNEL(avg_pool) {
     using T = typename decltype(tag)::type;
     const T *p = x.as<T>();
     T *q = y.as<T>();
-#pragma omp parallel for if (parallelWorth(g.planes * g.outSize * g.kSize))
-    for (int64_t r = 0; r < g.planes * g.outSize; ++r) {
-      int64_t plane = r / g.outSize, o = r % g.outSize, valid;
+    if (g.r == 2) {
+      // Sums in the compute type (float for f32/f16/bf16: a window has few
+      // taps), except f64.
+      using A = C_t<T>;
+      WindowTable w(g);
+      // Each output's divisor (0 gives 0 / 0 = NaN, an empty window).
+      std::vector<A> count(static_cast<size_t>(g.outSize));
+      for (int64_t oh = 0, o = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow, ++o)
+          count[o] = static_cast<A>(includePad ? w.padded[0][oh] * w.padded[1][ow]
+                                               : w.count[0][oh] * w.count[1][ow]);
+      parallelFor(g.planes, 0.5 * static_cast<double>(g.inSize), [&](int64_t p0, int64_t p1) {
+        std::vector<A> rows(static_cast<size_t>(g.out[0] * g.in[1])),
+            out(static_cast<size_t>(g.outSize));
+        for (int64_t plane = p0; plane < p1; ++plane) {
+          separablePool2d<A>(g, w, p + plane * g.inSize, A(0), [](A a, A b) { return a + b; },
+                             rows.data(), out.data());
+          T *qp = q + plane * g.outSize;
+          for (int64_t o = 0; o < g.outSize; ++o)
+            st(qp, o, out[o] / count[o]);
+        }
+      });
+      return;
+    }
+    forEachWindow(g, [&](int64_t plane, int64_t o, int64_t valid, int64_t padded,
+                         auto &&window) {
       const T *xp = p + plane * g.inSize;
       double sum = 0;
-      int64_t padded = forWindow(g, o, valid, [&](int64_t off) { sum += ld(xp, off); });
+      window([&](int64_t off) { sum += ld(xp, off); });
       int64_t count = includePad ? padded : valid;
-      st(q, r, count ? sum / static_cast<double>(count) : std::nan(""));
-    }
+      st(q, plane * g.outSize + o, count ? sum / static_cast<double>(count) : std::nan(""));
+    });
   });
 }
 
@@ -176,18 +375,19 @@ template <bool Max> void globalPool(OpCall &c, const char *what) {
     using T = typename decltype(tag)::type;
     const T *p = x.as<T>();
     T *q = y.as<T>();
-#pragma omp parallel for if (parallelWorth(x.numel))
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      double acc = Max ? -std::numeric_limits<double>::infinity() : 0.0;
-      for (int64_t i = 0; i < inner; ++i) {
-        double v = ld(p, pl * inner + i);
-        if (Max)
-          acc = (acc != acc || acc > v) ? acc : v;
-        else
-          acc += v;
+    parallelFor(planes, static_cast<double>(inner), [&](int64_t p0, int64_t p1) {
+      for (int64_t pl = p0; pl < p1; ++pl) {
+        double acc = Max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t i = 0; i < inner; ++i) {
+          double v = ld(p, pl * inner + i);
+          if (Max)
+            acc = (acc != acc || acc > v) ? acc : v;
+          else
+            acc += v;
+        }
+        st(q, pl, Max ? acc : acc / static_cast<double>(inner));
       }
-      st(q, pl, Max ? acc : acc / static_cast<double>(inner));
-    }
+    });
   });
 }
 } // namespace
@@ -308,9 +508,10 @@ HPCRT_KERNEL(resize) {
     using T = typename decltype(tag)::type;
     const T *p = x.as<T>();
     T *q = y.as<T>();
-#pragma omp parallel for if (parallelWorth(y.numel << (L + lastLinear)))
-    for (int64_t row = 0; row < rows; ++row) {
-      std::vector<int64_t> co(static_cast<size_t>(r));
+    double rowCost = static_cast<double>(W << (L + lastLinear));
+    parallelFor(rows, rowCost, [&](int64_t row0, int64_t row1) {
+    std::vector<int64_t> co(static_cast<size_t>(r));
+    for (int64_t row = row0; row < row1; ++row) {
       int64_t rem = row, base = 0;
       for (int d = last - 1; d >= 0; --d) {
         co[d] = rem % y.shape[d];
@@ -364,5 +565,6 @@ HPCRT_KERNEL(resize) {
         st(out, j, acc);
       }
     }
+    });
   });
 }

@@ -9,7 +9,6 @@
 
 #include "Kernel.h"
 
-#include <omp.h>
 
 using namespace hpcrt;
 
@@ -155,44 +154,49 @@ template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
       // outside and accumulate a run of contiguous outputs inside.
       const int64_t run = 256;
       int64_t k1 = kept.size.back(), nk = nOut / k1, chunks = (k1 + run - 1) / run;
-#pragma omp parallel for if (parallelWorth(nOut * nRed))
-      for (int64_t w = 0; w < nk * chunks; ++w) {
-        int64_t ko = w / chunks, j0 = (w % chunks) * run, j1 = std::min(k1, j0 + run);
-        A acc[run];
-        for (int64_t j = 0; j < j1 - j0; ++j)
-          acc[j] = Ac::init();
-        walkRange(red, kept.offsetOf(ko * k1) + j0, 0, nRed, [&](int64_t off) {
+      parallelFor(nk * chunks, static_cast<double>(nRed) * std::min(k1, run),
+                  [&](int64_t w0, int64_t w1) {
+        for (int64_t w = w0; w < w1; ++w) {
+          int64_t ko = w / chunks, j0 = (w % chunks) * run, j1 = std::min(k1, j0 + run);
+          A acc[run];
           for (int64_t j = 0; j < j1 - j0; ++j)
-            acc[j] = Ac::combine(acc[j], Ac::fromValue(ld(p, off + j)));
-        });
-        for (int64_t j = 0; j < j1 - j0; ++j)
-          Ac::store(q, ko * k1 + j0 + j, acc[j], nRed);
-      }
+            acc[j] = Ac::init();
+          walkRange(red, kept.offsetOf(ko * k1) + j0, 0, nRed, [&](int64_t off) {
+            for (int64_t j = 0; j < j1 - j0; ++j)
+              acc[j] = Ac::combine(acc[j], Ac::fromValue(ld(p, off + j)));
+          });
+          for (int64_t j = 0; j < j1 - j0; ++j)
+            Ac::store(q, ko * k1 + j0 + j, acc[j], nRed);
+        }
+      });
       return;
     }
     if (nOut >= 64 || nRed < 65536) {
-#pragma omp parallel for if (parallelWorth(nOut * nRed))
-      for (int64_t o = 0; o < nOut; ++o) {
-        A a = Ac::init();
-        walkRange(red, kept.offsetOf(o), 0, nRed,
-                  [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
-        Ac::store(q, o, a, nRed);
-      }
+      parallelFor(nOut, static_cast<double>(nRed), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          A a = Ac::init();
+          walkRange(red, kept.offsetOf(o), 0, nRed,
+                    [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
+          Ac::store(q, o, a, nRed);
+        }
+      });
       return;
     }
     for (int64_t o = 0; o < nOut; ++o) {
       int64_t base = kept.offsetOf(o);
-      int nt = omp_get_max_threads();
-      std::vector<A> part(static_cast<size_t>(nt), Ac::init());
-#pragma omp parallel num_threads(nt)
-      {
-        int t = omp_get_thread_num(), T_ = omp_get_num_threads();
-        int64_t s = nRed * t / T_, e = nRed * (t + 1) / T_;
-        A a = Ac::init();
-        walkRange(red, base, s, e,
-                  [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
-        part[t] = a;
-      }
+      // A fixed split (not the thread count) keeps the result the same
+      // for every --threads.
+      const int64_t parts = 64;
+      std::vector<A> part(static_cast<size_t>(parts), Ac::init());
+      parallelFor(parts, static_cast<double>(nRed) / parts, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          int64_t s = nRed * t / parts, e = nRed * (t + 1) / parts;
+          A a = Ac::init();
+          walkRange(red, base, s, e,
+                    [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
+          part[t] = a;
+        }
+      });
       A a = Ac::init();
       for (A v : part)
         a = Ac::combine(a, v);
@@ -225,8 +229,8 @@ template <bool Max> void argKernel(OpCall &c, const char *what) {
     using C = C_t<T>;
     const T *p = x.as<T>();
     int64_t *q = y.as<int64_t>();
-#pragma omp parallel for if (parallelWorth(x.numel))
-    for (int64_t r = 0; r < outer * inner; ++r) {
+    parallelFor(outer * inner, static_cast<double>(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
       int64_t o = r / inner, i = r % inner, base = o * n * inner + i;
       C best = ld(p, base);
       int64_t idx = 0;
@@ -252,6 +256,7 @@ template <bool Max> void argKernel(OpCall &c, const char *what) {
       }
       q[r] = idx;
     }
+    });
   });
 }
 

@@ -31,8 +31,8 @@ void mappedCopy(const Tensor &x, Tensor &y, const std::vector<std::vector<int64_
     U fv;
     memcpy(&fv, fill, sizeof(U));
     const std::vector<int64_t> &last = maps[r - 1];
-#pragma omp parallel for if (parallelWorth(y.numel))
-    for (int64_t row = 0; row < rows; ++row) {
+    parallelFor(rows, static_cast<double>(inner), [&](int64_t row0, int64_t row1) {
+    for (int64_t row = row0; row < row1; ++row) {
       int64_t rem = row, off = 0;
       bool valid = true;
       for (int d = r - 2; d >= 0; --d) {
@@ -54,6 +54,7 @@ void mappedCopy(const Tensor &x, Tensor &y, const std::vector<std::vector<int64_
         dst[j] = s < 0 ? fv : src[s];
       }
     }
+    });
   });
 }
 
@@ -86,8 +87,8 @@ void permuteCopy(size_t esize, void *dst, const void *src, const Walk<1> &walk) 
     using U = typename decltype(tag)::type;
     const U *in = static_cast<const U *>(src);
     U *out = static_cast<U *>(dst);
-#pragma omp parallel for schedule(static) if (walk.total >= 32768)
-    for (int64_t w = 0; w < nOuter * tp * tl; ++w) {
+    parallelFor(nOuter * tp * tl, static_cast<double>(T * T), [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
       int64_t outer = w / (tp * tl), t = w % (tp * tl);
       int64_t p0 = (t / tl) * T, l0 = (t % tl) * T;
       int64_t inBase = walk.base[0], outBase = 0, rem = outer;
@@ -106,6 +107,7 @@ void permuteCopy(size_t esize, void *dst, const void *src, const Walk<1> &walk) 
           q[j] = s0[j * sl];
       }
     }
+    });
   });
 }
 
@@ -215,13 +217,14 @@ HPCRT_KERNEL(concat) {
     outRow += rowBytes[k];
   }
   uint8_t *q = y.as<uint8_t>();
-#pragma omp parallel for if (parallelWorth(y.numel))
-  for (int64_t r = 0; r < outer * nin; ++r) {
-    int64_t o = r / nin, k = r % nin;
-    if (rowBytes[k])
-      memcpy(q + o * outRow + dstOff[k], c.in(k).as<uint8_t>() + o * rowBytes[k],
-             static_cast<size_t>(rowBytes[k]));
-  }
+  parallelFor(outer * nin, static_cast<double>(outRow) / 4 / nin, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t o = r / nin, k = r % nin;
+      if (rowBytes[k])
+        memcpy(q + o * outRow + dstOff[k], c.in(k).as<uint8_t>() + o * rowBytes[k],
+               static_cast<size_t>(rowBytes[k]));
+    }
+  });
 }
 
 HPCRT_KERNEL(split) {
@@ -257,13 +260,14 @@ HPCRT_KERNEL(split) {
     inRow += sizes[k] * inner;
   }
   const uint8_t *p = x.as<uint8_t>();
-#pragma omp parallel for if (parallelWorth(x.numel))
-  for (int64_t r = 0; r < outer * nres; ++r) {
-    int64_t o = r / nres, k = r % nres, bytes = sizes[k] * inner;
-    if (bytes)
-      memcpy(c.out(k).as<uint8_t>() + o * bytes, p + o * inRow + srcOff[k],
-             static_cast<size_t>(bytes));
-  }
+  parallelFor(outer * nres, static_cast<double>(inRow) / 4 / nres, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t o = r / nres, k = r % nres, bytes = sizes[k] * inner;
+      if (bytes)
+        memcpy(c.out(k).as<uint8_t>() + o * bytes, p + o * inRow + srcOff[k],
+               static_cast<size_t>(bytes));
+    }
+  });
 }
 
 HPCRT_KERNEL(pad) {

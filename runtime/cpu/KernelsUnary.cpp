@@ -1,11 +1,13 @@
 //===- KernelsUnary.cpp - unary elementwise kernels, clip and cast ---------===//
 //
 // One loop per op over the flat elements (unary ops never broadcast). f16 and
-// bf16 compute in float, integers wrap instead of overflowing.
+// bf16 compute in float, integers wrap instead of overflowing. f32 exp,
+// sigmoid, silu and tanh-gelu use Simd.h's vectorized exp on AVX2/AVX-512.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
+#include "Simd.h"
 
 using namespace hpcrt;
 
@@ -21,11 +23,37 @@ template <unsigned Set, typename F> void unary(OpCall &c, const char *what, F op
     using T = typename decltype(tag)::type;
     const T *p = x.as<T>();
     T *q = y.as<T>();
-#pragma omp parallel for if (parallelWorth(n))
-    for (int64_t i = 0; i < n; ++i)
-      st(q, i, op(ld(p, i)));
+    parallelFor(n, 1.0, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        st(q, i, op(ld(p, i)));
+    });
   });
 }
+
+/// A vectorized f32 row function of Simd.h for both instruction sets.
+using RowFn = void (*)(const float *, float *, int64_t);
+
+/// Runs `row512`/`row256` over an f32 tensor when this CPU has them; false
+/// (nothing done) otherwise, and for other dtypes.
+bool vectorUnary(OpCall &c, const char *what, RowFn row512, RowFn row256) {
+  c.expect(1, 1);
+  Tensor &x = c.in(0), &y = c.out();
+  if (x.dtype != HPCRT_F32 || simdLevel() == 0 || !row512)
+    return false;
+  checkSameDtype(x, y, what);
+  checkShape(y, x.shape, "result");
+  RowFn row = simdLevel() == 2 ? row512 : row256;
+  const float *p = x.as<float>();
+  float *q = y.as<float>();
+  parallelFor(x.numel, 1.0, [&](int64_t i0, int64_t i1) { row(p + i0, q + i0, i1 - i0); });
+  return true;
+}
+
+#ifdef HPCRT_X86_SIMD
+#define HPCRT_ROWS(name) avx512::name, avx2::name
+#else
+#define HPCRT_ROWS(name) nullptr, nullptr
+#endif
 
 template <typename C> inline C sigmoidOf(C v) {
   if (v >= 0)
@@ -85,12 +113,20 @@ HPCRT_KERNEL_AS(hpcrt_not, "not", not_kernel) {
     });                                                                        \
   }
 
-FLOAT_UNARY(exp, std::exp(v))
+HPCRT_KERNEL(exp) {
+  if (vectorUnary(c, "exp", HPCRT_ROWS(expRow)))
+    return;
+  unary<kF>(c, "exp", [](auto v) { return std::exp(v); });
+}
 FLOAT_UNARY(log, std::log(v))
 FLOAT_UNARY(sqrt, std::sqrt(v))
 FLOAT_UNARY(reciprocal, C(1) / v)
 FLOAT_UNARY(relu, v < C(0) ? C(0) : v)
-FLOAT_UNARY(sigmoid, sigmoidOf(v))
+HPCRT_KERNEL(sigmoid) {
+  if (vectorUnary(c, "sigmoid", HPCRT_ROWS(sigmoidRow)))
+    return;
+  unary<kF>(c, "sigmoid", [](auto v) { return sigmoidOf(v); });
+}
 FLOAT_UNARY(tanh, std::tanh(v))
 FLOAT_UNARY(erf, std::erf(v))
 FLOAT_UNARY(sin, std::sin(v))
@@ -98,7 +134,11 @@ FLOAT_UNARY(cos, std::cos(v))
 FLOAT_UNARY(floor, std::floor(v))
 FLOAT_UNARY(ceil, std::ceil(v))
 FLOAT_UNARY(round, std::nearbyint(v))
-FLOAT_UNARY(silu, v * sigmoidOf(v))
+HPCRT_KERNEL(silu) {
+  if (vectorUnary(c, "silu", HPCRT_ROWS(siluRow)))
+    return;
+  unary<kF>(c, "silu", [](auto v) { return v * sigmoidOf(v); });
+}
 FLOAT_UNARY(softplus, v > C(0) ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)))
 FLOAT_UNARY(hard_swish, v * std::max(C(0), std::min(C(1), v / C(6) + C(0.5))))
 
@@ -110,6 +150,8 @@ HPCRT_KERNEL(gelu) {
       return static_cast<C>(C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440))));
     });
   } else if (approximate == "tanh") {
+    if (vectorUnary(c, "gelu", HPCRT_ROWS(geluTanhRow)))
+      return;
     unary<kF>(c, "gelu", [](auto v) {
       using C = decltype(v);
       C inner = C(0.79788456080286535588) * (v + C(0.044715) * v * v * v);
@@ -216,8 +258,8 @@ template <typename D> D floatToInt(double x) {
 }
 
 template <typename S, typename D> void castLoop(const S *p, D *q, int64_t n) {
-#pragma omp parallel for if (parallelWorth(n))
-  for (int64_t i = 0; i < n; ++i) {
+  parallelFor(n, 1.0, [&](int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
     auto v = ld(p, i);
     using CS = decltype(v);
     if constexpr (isBoolT<D>) {
@@ -230,6 +272,7 @@ template <typename S, typename D> void castLoop(const S *p, D *q, int64_t n) {
       q[i] = static_cast<D>(v); // integer/bool to integer: modular
     }
   }
+  });
 }
 } // namespace
 
