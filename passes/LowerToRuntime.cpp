@@ -169,12 +169,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
   }
   m["model"] = model;
   m["arena_bytes"] = plan.arenaBytes;
-  char hash[17];
-  snprintf(hash, sizeof(hash), "%016llx",
-           (unsigned long long)hpc::weightsHash(plan.weightsData));
   m["weights"] = Object{{"file", weightsName},
                         {"bytes", int64_t(plan.weightsData.size())},
-                        {"hash", hash}};
+                        {"hash", hpc::weightsHashHex(plan.weightsData)}};
   auto named = [](const std::vector<std::pair<std::string, int32_t>> &list) {
     Array a;
     for (auto &[name, id] : list)

@@ -13,6 +13,7 @@
 
 #include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
+#include "hpcrt.h"
 
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -52,23 +53,11 @@ static int64_t elementBytes(Type t) {
   return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8;
 }
 
-uint64_t hpc::weightsHash(StringRef data) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  const uint64_t prime = 0x100000001b3ull;
-  size_t n = data.size(), i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t word = 0;
-    for (int b = 7; b >= 0; --b)
-      word = (word << 8) | uint8_t(data[i + b]);
-    h = (h ^ word) * prime;
-  }
-  if (i < n) {
-    uint64_t word = 0;
-    for (size_t b = n; b > i; --b)
-      word = (word << 8) | uint8_t(data[b - 1]);
-    h = (h ^ word) * prime;
-  }
-  return h ^ uint64_t(n);
+std::string hpc::weightsHashHex(StringRef data) {
+  char hex[17];
+  snprintf(hex, sizeof(hex), "%016llx",
+           (unsigned long long)hpcrt_hash64(data.data(), data.size()));
+  return hex;
 }
 
 /// Little-endian bytes of an elements attribute (splats expanded, i1 as one
@@ -291,10 +280,7 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
                                     std::string &error) {
   llvm::json::Object header;
   llvm::json::Object meta;
-  char hash[17];
-  snprintf(hash, sizeof(hash), "%016llx",
-           (unsigned long long)weightsHash(plan.weightsData));
-  meta["hpc_hash"] = hash;
+  meta["hpc_hash"] = weightsHashHex(plan.weightsData);
   meta["format"] = "hpc-opt weights";
   header["__metadata__"] = std::move(meta);
   llvm::StringMap<int> seen;

@@ -146,27 +146,7 @@ std::string hashString(uint64_t hash) {
 
 using namespace hpcrt;
 
-extern "C" uint64_t hpcrt_hash64(const void *data, size_t bytes) {
-  const uint8_t *p = static_cast<const uint8_t *>(data);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const uint64_t prime = 0x100000001b3ULL;
-  size_t words = bytes / 8;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t w;
-    memcpy(&w, p + 8 * i, 8); // x86-64 is little-endian
-    h ^= w;
-    h *= prime;
-  }
-  size_t tail = bytes % 8;
-  if (tail) {
-    uint64_t w = 0;
-    for (size_t i = 0; i < tail; ++i)
-      w |= static_cast<uint64_t>(p[8 * words + i]) << (8 * i);
-    h ^= w;
-    h *= prime;
-  }
-  return h ^ static_cast<uint64_t>(bytes);
-}
+// hpcrt_hash64 lives in runtime/common/Hash.c, shared with the compiler.
 
 //===----------------------------------------------------------------------===//
 // Manifest

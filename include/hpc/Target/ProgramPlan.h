@@ -55,8 +55,9 @@ mlir::FailureOr<ProgramPlan> planProgram(mlir::func::FuncOp func);
 /// The runtime's dtype code (the ONNX data type) of an element type, or -1.
 int32_t runtimeDType(mlir::Type elementType);
 
-/// The 64-bit hash of the weights data the runtime checks (hpcrt_hash64).
-uint64_t weightsHash(llvm::StringRef data);
+/// The hash of the weights data the runtime checks (hpcrt_hash64), as the
+/// 16 lowercase hex digits the manifest and the safetensors metadata hold.
+std::string weightsHashHex(llvm::StringRef data);
 
 /// Writes `plan`'s weights as a safetensors file, atomically (a temporary
 /// file renamed into place), with the hash in its metadata.
