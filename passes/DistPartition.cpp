@@ -26,22 +26,6 @@ using namespace hpc::dist;
 
 namespace {
 
-int64_t bytesOf(RankedTensorType t) {
-  int64_t bits = t.getElementType().isInteger(1) ? 8 : t.getElementTypeBitWidth();
-  return t.getNumElements() * bits / 8;
-}
-
-/// Bytes rank 0 sends in a ring all_reduce of `n` elements over g ranks:
-/// g-1 reduce-scatter steps then g-1 all-gather steps, one chunk each
-/// (chunk i has n/g elements, one more for i < n%g).
-int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes) {
-  auto chunk = [&](int64_t i) { return n / g + (i < n % g ? 1 : 0); };
-  int64_t elements = 0;
-  for (int64_t s = 0; s < g - 1; ++s)
-    elements += chunk(((0 - s) % g + g) % g) + chunk(((1 - s) % g + g) % g);
-  return elements * elementBytes;
-}
-
 struct Local {
   Value value;
   Sharding sharding;
@@ -62,6 +46,13 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     for (const auto &s : axes)
       a.push_back(b.getStringAttr(s));
     return b.getArrayAttr(a);
+  }
+
+  /// Adds a new collective's traffic to the report.
+  Value counted(Operation *collective) {
+    bytesPerRank += bytesSentByRankZero(collective);
+    ++collectives;
+    return collective->getResult(0);
   }
 
   /// Brings `cur` (with sharding `from`) to sharding `to`, inserting
@@ -85,20 +76,17 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       for (size_t d = 0; d < to.dims.size(); ++d)
         if (to.dims[d] == pending && from.dims[d].empty() && type().getDimSize(d) % g == 0)
           scatterDim = d;
-      ++collectives;
       if (scatterDim >= 0) {
         auto out = withDim(scatterDim, type().getDimSize(scatterDim) / g);
-        bytesPerRank += (g - 1) * bytesOf(out);
-        cur = ReduceScatterOp::create(b, loc, out, cur, axesAttr(b, pending),
-                                      ReductionKindAttr::get(&getContext(), ReductionKind::sum),
-                                      b.getI64IntegerAttr(scatterDim), Attribute());
+        cur = counted(ReduceScatterOp::create(
+            b, loc, out, cur, axesAttr(b, pending),
+            ReductionKindAttr::get(&getContext(), ReductionKind::sum),
+            b.getI64IntegerAttr(scatterDim), Attribute()));
         from.dims[scatterDim] = pending;
       } else {
-        bytesPerRank += ringAllReduceBytes(type().getNumElements(), g,
-                                           bytesOf(type()) / std::max<int64_t>(type().getNumElements(), 1));
-        cur = AllReduceOp::create(b, loc, type(), cur, axesAttr(b, pending),
-                                  ReductionKindAttr::get(&getContext(), ReductionKind::sum),
-                                  Attribute());
+        cur = counted(AllReduceOp::create(
+            b, loc, type(), cur, axesAttr(b, pending),
+            ReductionKindAttr::get(&getContext(), ReductionKind::sum), Attribute()));
       }
       from.partial.clear();
     }
@@ -116,11 +104,10 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
         SmallVector<int64_t> shape(type().getShape());
         shape[i] *= g;
         shape[j] /= g;
-        bytesPerRank += (g - 1) * bytesOf(type()) / g;
-        ++collectives;
-        cur = AllToAllOp::create(b, loc, RankedTensorType::get(shape, type().getElementType()),
-                                 cur, axesAttr(b, from.dims[i]), b.getI64IntegerAttr(j),
-                                 b.getI64IntegerAttr(i), Attribute());
+        cur = counted(AllToAllOp::create(
+            b, loc, RankedTensorType::get(shape, type().getElementType()), cur,
+            axesAttr(b, from.dims[i]), b.getI64IntegerAttr(j), b.getI64IntegerAttr(i),
+            Attribute()));
         from.dims[j] = from.dims[i];
         from.dims[i].clear();
         break;
@@ -131,11 +118,9 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       if (from.dims[d].empty() || from.dims[d] == to.dims[d])
         continue;
       int64_t g = groupOf(mesh, from.dims[d]);
-      bytesPerRank += (g - 1) * bytesOf(type());
-      ++collectives;
-      cur = AllGatherOp::create(b, loc, withDim(d, type().getDimSize(d) * g), cur,
-                                axesAttr(b, from.dims[d]), b.getI64IntegerAttr(d),
-                                Attribute());
+      cur = counted(AllGatherOp::create(b, loc, withDim(d, type().getDimSize(d) * g), cur,
+                                        axesAttr(b, from.dims[d]), b.getI64IntegerAttr(d),
+                                        Attribute()));
       from.dims[d].clear();
     }
     for (size_t d = 0; d < to.dims.size(); ++d) {
@@ -153,25 +138,6 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     for (size_t d = 0; d < shape.size() && d < s.dims.size(); ++d)
       shape[d] /= groupOf(mesh, s.dims[d]);
     return RankedTensorType::get(shape, global.getElementType());
-  }
-
-  /// Rewrites the attributes that hold result shapes for local shapes.
-  void localizeShapeAttrs(Operation *op, RankedTensorType local) {
-    OpBuilder b(op);
-    ArrayRef<int64_t> shape = local.getShape();
-    if (isa<hpc::ReshapeOp, hpc::ExpandOp>(op))
-      op->setAttr("shape", b.getDenseI64ArrayAttr(shape));
-    else if (isa<hpc::ResizeOp>(op))
-      op->setAttr("sizes", b.getDenseI64ArrayAttr(shape));
-    else if (auto slice = dyn_cast<hpc::SliceOp>(op)) {
-      // Split dimensions are whole ranges (slicing needs replication).
-      SmallVector<int64_t> ends(slice.getEnds());
-      auto global = cast<RankedTensorType>(op->getResult(0).getType());
-      for (size_t d = 0; d < ends.size(); ++d)
-        if (shape[d] != global.getDimSize(d))
-          ends[d] = shape[d];
-      op->setAttr("ends", b.getDenseI64ArrayAttr(ends));
-    }
   }
 
   LogicalResult partitionOp(Operation *op) {
@@ -219,7 +185,7 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     SmallVector<RankedTensorType> expected;
     for (auto [r, result] : llvm::enumerate(op->getResults()))
       expected.push_back(localType(cast<RankedTensorType>(result.getType()), results[r]));
-    localizeShapeAttrs(op, expected[0]);
+    hpc::setLocalResultShape(op, expected[0].getShape());
     auto infer = dyn_cast<InferTypeOpInterface>(op);
     SmallVector<Type> inferred;
     if (!infer ||
@@ -249,15 +215,7 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       }
       Local c = locals.lookup(gemmC);
       Value cLocal = reshard(b, loc, c.value, c.sharding, cNeed);
-      double beta = gemm.getBeta().convertToDouble();
-      if (beta != 1.0) {
-        auto ctl = cast<RankedTensorType>(cLocal.getType());
-        Value scale = hpc::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(RankedTensorType::get({}, ctl.getElementType()),
-                                           b.getFloatAttr(ctl.getElementType(), beta)));
-        cLocal = hpc::MulOp::create(b, loc, ctl, cLocal, scale);
-      }
-      Value sum = hpc::AddOp::create(b, loc, reduced.getType(), reduced, cLocal);
+      Value sum = hpc::addGemmBias(b, loc, gemm, reduced, cLocal);
       op->getResult(0).replaceAllUsesExcept(sum, reduced.getDefiningOp());
       // Later ops now use `sum` directly; it is already local.
       locals[sum] = {sum, cSharding};

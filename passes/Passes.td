@@ -162,6 +162,66 @@ def DistPartition : Pass<"dist-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::dist::DistDialect"];
 }
 
+def DistCommReport : Pass<"dist-comm-report", "mlir::ModuleOp"> {
+  let summary = "Report the bytes each rank sends per step in a per-rank program";
+  let description = [{
+    Sums the traffic of every dist collective in the module as the runtime
+    sends it (the same accounting as dist-partition's report and the
+    runtime's byte counters) and prints one line to stderr; the total is
+    also set as the module attribute `dist.bytes_per_rank`. Use it on
+    programs partitioned elsewhere, e.g. by upstream `--shard-partition`
+    after `--convert-shard-to-dist`.
+  }];
+}
+
+def ConvertDistToShard : Pass<"convert-dist-to-shard", "mlir::ModuleOp"> {
+  let summary = "Translate dist meshes, shardings and collectives to upstream shard";
+  let description = [{
+    Writes the module's `#dist.mesh` as `shard.grid @mesh` (the axis names
+    and levels are kept in the grid's `dist.mesh` attribute, so the way back
+    restores them), turns dist collectives into their shard counterparts,
+    and turns shardings into `shard.shard` annotations in the form upstream
+    `--sharding-propagation` and `--shard-partition` expect: every graph
+    input is annotated whole (inputs arrive whole), every output is
+    annotated whole for its use by `return` (outputs leave whole).
+
+    `annotations=all` (after dist-propagate) translates every op's
+    shardings: each value gets one annotation after its definition and each
+    use the sharding its op needs, so `--shard-partition` alone produces the
+    per-rank program. `annotations=inputs` keeps only the shardings of the
+    values that enter the computation (graph inputs and weights, at each
+    use), leaving the rest to upstream propagation.
+
+    Partial sums have no counterpart in shard (its shardings carry none): a
+    partial result is written as the sharding of its dimensions, and the
+    op's split reduction makes upstream partitioning all-reduce it.
+    Asynchronous collectives and send/recv (relative peers) have no shard
+    counterpart and are errors.
+  }];
+  let options = [
+    Option<"annotations", "annotations", "std::string", /*default=*/"\"all\"",
+           "Which shardings to write: all (every op) or inputs (graph inputs "
+           "and weights)">
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
+def ConvertShardToDist : Pass<"convert-shard-to-dist", "mlir::ModuleOp"> {
+  let summary = "Translate an upstream shard program to the dist dialect";
+  let description = [{
+    The inverse of convert-dist-to-shard: the one `shard.grid` becomes the
+    module's `#dist.mesh` (names and levels from its `dist.mesh` attribute
+    when present, else axes `a0`, `a1`, ... between nodes), `shard.shard`
+    becomes `dist.annotate`, and collectives (all_reduce, reduce_scatter,
+    all_gather, all_to_all, broadcast, all_slice) become dist collectives,
+    so a program partitioned by upstream `--shard-partition` compiles and
+    runs with the HPC-Opt runtime. Casts between equal types that upstream
+    resharding leaves are removed. Shardings with halos or explicit shard
+    offsets, and shard ops without a dist counterpart, are errors.
+  }];
+  let dependentDialects = ["hpc::dist::DistDialect"];
+}
+
 def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
   let summary = "Choose a hybrid-parallel training plan with the cost model";
   let description = [{

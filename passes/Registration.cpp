@@ -13,11 +13,16 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void hpc::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<hpc::HPCDialect, hpc::dist::DistDialect, mlir::func::FuncDialect,
-                  mlir::LLVM::LLVMDialect>();
+                  mlir::LLVM::LLVMDialect, mlir::shard::ShardDialect,
+                  mlir::tensor::TensorDialect>();
+  // Upstream --sharding-propagation / --shard-partition work on hpc ops.
+  hpc::registerShardingInterfaceModels(registry);
 }
 
 void hpc::registerAllPasses() {

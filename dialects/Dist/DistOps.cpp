@@ -29,6 +29,62 @@ int64_t hpc::dist::groupSize(MeshAttr mesh, ArrayRef<StringRef> axes) {
   return g;
 }
 
+static int64_t bytesOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  int64_t bits = t.getElementType().isInteger(1) ? 8 : t.getElementTypeBitWidth();
+  return t.getNumElements() * bits / 8;
+}
+
+/// Axis names of a collective's `axes` attribute.
+static SmallVector<StringRef> axesOf(ArrayAttr axes) {
+  SmallVector<StringRef> names;
+  for (Attribute a : axes)
+    names.push_back(cast<StringAttr>(a).getValue());
+  return names;
+}
+
+/// Ring all_reduce of n elements over g ranks, from rank 0: g-1
+/// reduce-scatter steps then g-1 all-gather steps, one chunk each (chunk i
+/// has n/g elements, one more for i < n%g).
+static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes) {
+  auto chunk = [&](int64_t i) { return n / g + (i < n % g ? 1 : 0); };
+  int64_t elements = 0;
+  for (int64_t s = 0; s < g - 1; ++s)
+    elements += chunk(((0 - s) % g + g) % g) + chunk(((1 - s) % g + g) % g);
+  return elements * elementBytes;
+}
+
+int64_t hpc::dist::bytesSentByRankZero(Operation *op) {
+  MeshAttr mesh = lookupMesh(op);
+  if (!mesh)
+    return 0;
+  auto group = [&](ArrayAttr axes) { return groupSize(mesh, axesOf(axes)); };
+  if (auto o = dyn_cast<AllReduceOp>(op)) {
+    auto t = cast<RankedTensorType>(o.getInput().getType());
+    int64_t n = t.getNumElements();
+    return ringAllReduceBytes(n, group(o.getAxes()), n ? bytesOf(t) / n : 0);
+  }
+  if (auto o = dyn_cast<ReduceScatterOp>(op))
+    return (group(o.getAxes()) - 1) * bytesOf(o.getResult().getType());
+  if (auto o = dyn_cast<AllGatherOp>(op))
+    return (group(o.getAxes()) - 1) * bytesOf(o.getInput().getType());
+  if (auto o = dyn_cast<AllToAllOp>(op)) {
+    int64_t g = group(o.getAxes());
+    return (g - 1) * bytesOf(o.getInput().getType()) / g;
+  }
+  if (auto o = dyn_cast<BroadcastOp>(op)) {
+    // Chain root, root+1, ...: everyone but the last forwards.
+    int64_t g = group(o.getAxes());
+    bool last = g > 1 && (g - int64_t(o.getRoot())) % g == g - 1;
+    return g > 1 && !last ? bytesOf(o.getInput().getType()) : 0;
+  }
+  if (auto o = dyn_cast<SendOp>(op)) {
+    int64_t size = mesh.getSizes()[mesh.axisIndex(o.getAxis())];
+    return o.getOffset() > 0 && o.getOffset() < size ? bytesOf(o.getInput().getType()) : 0;
+  }
+  return 0;
+}
+
 static std::string joined(ArrayRef<StringRef> axes) {
   std::string s;
   for (StringRef a : axes)

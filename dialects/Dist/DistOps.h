@@ -43,6 +43,14 @@ verifySharding(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
 /// Product of the sizes of `axes` in `mesh` (the group size of a collective).
 int64_t groupSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
 
+/// Bytes the rank with mesh coordinates all 0 puts on the wire for `op`, as
+/// the runtime's algorithms send them (rings for all_reduce, reduce_scatter,
+/// all_gather and all_to_all, a chain from the root for broadcast, one
+/// message for send); 0 for ops that move nothing (all_slice, recv,
+/// non-dist ops). The one definition of "bytes per rank" that compiler
+/// reports and tests compare with the runtime's counters.
+int64_t bytesSentByRankZero(mlir::Operation *op);
+
 } // namespace hpc::dist
 
 #endif // HPC_DIALECT_DIST_DISTOPS_H

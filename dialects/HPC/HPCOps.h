@@ -101,11 +101,30 @@ struct ShardingRule {
   std::string str() const;
 };
 
+/// Rewrites the attributes that spell out an op's result shape (reshape and
+/// expand targets, resize sizes, slice ends) for the local piece `local` of
+/// its result; partitioners call it before inferring the local result type.
+void setLocalResultShape(mlir::Operation *op, llvm::ArrayRef<int64_t> local);
+
+/// Attaches upstream MLIR's shard::ShardingInterface to every hpc op, derived
+/// from its ShardingRule, so `--sharding-propagation` and `--shard-partition`
+/// work on hpc programs (HPCShardInterface.cpp).
+void registerShardingInterfaceModels(mlir::DialectRegistry &registry);
+
 } // namespace hpc
 
 #include "HPC/HPCInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "HPC/HPCOps.h.inc"
+
+namespace hpc {
+
+/// beta*C + product for a gemm whose C was taken off because its reduction
+/// was split: partitioners add C once, after the partial products are summed.
+mlir::Value addGemmBias(mlir::OpBuilder &b, mlir::Location loc, GemmOp gemm,
+                        mlir::Value product, mlir::Value c);
+
+} // namespace hpc
 
 #endif // HPC_DIALECT_HPC_HPCOPS_H

@@ -10,6 +10,8 @@
 
 #include "HPC/HPCOps.h"
 
+#include "mlir/IR/Builders.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -300,15 +302,19 @@ static ShardingRule reduceRule(Operation *op, ArrayRef<int64_t> axes, bool keepd
   return rule;
 }
 
-#define REDUCE_RULE(OP)                                                        \
+// A split reduction leaves partial sums (the only partial state shardings
+// carry), so only a sum may reduce a split axis; a mean, extremum or
+// product of local pieces would need its own finishing collective and
+// rescaling, so those ops take their reduced axes whole.
+#define REDUCE_RULE(OP, KIND)                                                  \
   ShardingRule OP::getShardingRule() {                                         \
-    return reduceRule(*this, getAxes(), getKeepdims(), Kind::Reduction);       \
+    return reduceRule(*this, getAxes(), getKeepdims(), KIND);                  \
   }
-REDUCE_RULE(ReduceSumOp)
-REDUCE_RULE(ReduceMeanOp)
-REDUCE_RULE(ReduceMaxOp)
-REDUCE_RULE(ReduceMinOp)
-REDUCE_RULE(ReduceProdOp)
+REDUCE_RULE(ReduceSumOp, Kind::Reduction)
+REDUCE_RULE(ReduceMeanOp, Kind::NeedsReplication)
+REDUCE_RULE(ReduceMaxOp, Kind::NeedsReplication)
+REDUCE_RULE(ReduceMinOp, Kind::NeedsReplication)
+REDUCE_RULE(ReduceProdOp, Kind::NeedsReplication)
 
 ShardingRule ArgMaxOp::getShardingRule() {
   int64_t rank = cast<RankedTensorType>(getInput().getType()).getRank();
@@ -450,6 +456,35 @@ static ShardingRule reshapeRule(Operation *op) {
 }
 
 ShardingRule ReshapeOp::getShardingRule() { return reshapeRule(*this); }
+
+Value hpc::addGemmBias(OpBuilder &b, Location loc, GemmOp gemm, Value product, Value c) {
+  double beta = gemm.getBeta().convertToDouble();
+  if (beta != 1.0) {
+    auto ct = cast<RankedTensorType>(c.getType());
+    Value scale = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, ct.getElementType()),
+                                       b.getFloatAttr(ct.getElementType(), beta)));
+    c = MulOp::create(b, loc, ct, c, scale);
+  }
+  return AddOp::create(b, loc, product.getType(), product, c);
+}
+
+void hpc::setLocalResultShape(Operation *op, ArrayRef<int64_t> shape) {
+  Builder b(op->getContext());
+  if (isa<ReshapeOp, ExpandOp>(op))
+    op->setAttr("shape", b.getDenseI64ArrayAttr(shape));
+  else if (isa<ResizeOp>(op))
+    op->setAttr("sizes", b.getDenseI64ArrayAttr(shape));
+  else if (auto slice = dyn_cast<SliceOp>(op)) {
+    // Split dimensions are whole ranges (slicing needs replication).
+    SmallVector<int64_t> ends(slice.getEnds());
+    auto global = cast<RankedTensorType>(op->getResult(0).getType());
+    for (size_t d = 0; d < ends.size(); ++d)
+      if (shape[d] != global.getDimSize(d))
+        ends[d] = shape[d];
+    op->setAttr("ends", b.getDenseI64ArrayAttr(ends));
+  }
+}
 ShardingRule SqueezeOp::getShardingRule() { return reshapeRule(*this); }
 ShardingRule UnsqueezeOp::getShardingRule() { return reshapeRule(*this); }
 

@@ -12,6 +12,9 @@ func.func @rules(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256
   %2 = hpc.softmax %1 {axis = -1 : i64} : tensor<2x16x256xf32>
   // CHECK: hpc.reduce_sum: [f0, f1, f2] -> [f0, -, f2] reduction{f1}
   %3 = hpc.reduce_sum %2 {axes = array<i64: 1>} : (tensor<2x16x256xf32>) -> tensor<2x1x256xf32>
+  // Only sums leave partial results that add up; a mean needs its axis whole.
+  // CHECK: hpc.reduce_mean: [f0, f1, f2] -> [f0, -, f2] replicated{f1}
+  %m = hpc.reduce_mean %2 {axes = array<i64: 1>} : (tensor<2x16x256xf32>) -> tensor<2x1x256xf32>
   // Heads split with the hidden dimension: [2,16,256] -> [2,16,4,64].
   // CHECK: hpc.reshape: [f0, f1, f2] -> [f0, f1, f2, -]
   %4 = hpc.reshape %2 {shape = array<i64: 2, 16, 4, 64>} : (tensor<2x16x256xf32>) -> tensor<2x16x4x64xf32>

@@ -4,7 +4,11 @@ the bytes the compiler planned.
 
 usage: multirank.py --hpc-opt HPC_OPT --mpirun "MPIRUN ..." --model M.onnx
                     --input-shape N=D,.. --input NAME=FILE.npy --mesh SPEC
-                    --ranks N --work DIR
+                    --ranks N --work DIR [--partitioned PER_RANK.mlir]
+
+With --partitioned, the mesh binary is compiled from that per-rank program
+(partitioned elsewhere, e.g. by upstream shard-partition) and the planned
+bytes are its `dist.bytes_per_rank` attribute.
 """
 import argparse
 import os
@@ -35,14 +39,20 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
+    ap.add_argument("--partitioned")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     single = os.path.join(a.work, "single.bin")
     multi = os.path.join(a.work, "multi.bin")
     run([a.hpc_opt, a.model, "--input-shape", a.input_shape, "-o", single])
-    log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape,
-               "--mesh=" + a.mesh, "-o", multi])
-    planned = int(re.search(r"each rank sends (\d+) bytes", log).group(1))
+    if a.partitioned:
+        run([a.hpc_opt, a.partitioned, "--emit=exe", "-o", multi])
+        with open(a.partitioned) as f:
+            planned = int(re.search(r"dist.bytes_per_rank = (\d+)", f.read()).group(1))
+    else:
+        log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape,
+                   "--mesh=" + a.mesh, "-o", multi])
+        planned = int(re.search(r"each rank sends (\d+) bytes", log).group(1))
     run([single, "run", "--input", a.input, "--output-dir", os.path.join(a.work, "out1")])
     out = run(shlex.split(a.mpirun) + ["-n", str(a.ranks), multi, "run", "--input", a.input,
                                        "--output-dir", os.path.join(a.work, "outN"),
