@@ -27,7 +27,8 @@ struct DistCommReport : hpc::impl::DistCommReportBase<DistCommReport> {
     llvm::MapVector<StringRef, int64_t> counts;
     module.walk([&](Operation *op) {
       if (!isa<hpc::dist::DistDialect>(op->getDialect()) ||
-          isa<hpc::dist::AnnotateOp, hpc::dist::AllSliceOp>(op))
+          isa<hpc::dist::AnnotateOp, hpc::dist::ReshardOp, hpc::dist::AllSliceOp,
+              hpc::dist::WaitOp>(op))
         return;
       bytes += hpc::dist::bytesSentByRankZero(op);
       ++counts[op->getName().stripDialect()];

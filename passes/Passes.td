@@ -174,6 +174,19 @@ def DistCommReport : Pass<"dist-comm-report", "mlir::ModuleOp"> {
   }];
 }
 
+def DistAsyncCollectives : Pass<"dist-async-collectives", "mlir::ModuleOp"> {
+  let summary = "Start collectives where they stand and wait right before the first use";
+  let description = [{
+    Rewrites every synchronous collective (all_reduce, reduce_scatter,
+    all_gather, all_to_all, broadcast) of a per-rank program into its
+    `_start` form at the same place and a `dist.wait` just before the first
+    op that uses the result, so the kernels in between overlap with the
+    communication (the runtime moves the data on its communication thread).
+    What is sent does not change.
+  }];
+  let dependentDialects = ["hpc::dist::DistDialect"];
+}
+
 def ConvertDistToShard : Pass<"convert-dist-to-shard", "mlir::ModuleOp"> {
   let summary = "Translate dist meshes, shardings and collectives to upstream shard";
   let description = [{

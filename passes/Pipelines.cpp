@@ -13,7 +13,7 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   if (options.fuse)
     pm.addPass(createHPCFuseComposites());
   if (!options.mesh.empty())
-    buildPartitionPipeline(pm, options.mesh, options.shard);
+    buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
   HPCLowerToRuntimeOptions lower;
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;
@@ -22,7 +22,8 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
 }
 
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
-                                 llvm::ArrayRef<std::string> shard) {
+                                 llvm::ArrayRef<std::string> shard,
+                                 bool asyncCollectives) {
   DistPropagateOptions propagate;
   propagate.mesh = mesh.str();
   propagate.shard = llvm::to_vector(shard);
@@ -30,6 +31,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   pm.addPass(createDistPartition());
   // Collectives that undo each other (slice then gather) fold away.
   pm.addPass(mlir::createCanonicalizerPass());
+  if (asyncCollectives)
+    pm.addPass(createDistAsyncCollectives());
 }
 
 void hpc::registerPipelines() {

@@ -54,34 +54,61 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes) {
   return elements * elementBytes;
 }
 
+/// Bytes for a collective in either form (`Op` sync, `StartOp` async).
+template <typename Op, typename StartOp, typename F>
+static std::optional<int64_t> either(Operation *op, F &&bytes) {
+  if (auto o = dyn_cast<Op>(op))
+    return bytes(o, o.getResult().getType());
+  if (auto o = dyn_cast<StartOp>(op))
+    return bytes(o, cast<TokenType>(o.getToken().getType()).getPayload());
+  return std::nullopt;
+}
+
 int64_t hpc::dist::bytesSentByRankZero(Operation *op) {
   MeshAttr mesh = lookupMesh(op);
   if (!mesh)
     return 0;
   auto group = [&](ArrayAttr axes) { return groupSize(mesh, axesOf(axes)); };
-  if (auto o = dyn_cast<AllReduceOp>(op)) {
-    auto t = cast<RankedTensorType>(o.getInput().getType());
-    int64_t n = t.getNumElements();
-    return ringAllReduceBytes(n, group(o.getAxes()), n ? bytesOf(t) / n : 0);
-  }
-  if (auto o = dyn_cast<ReduceScatterOp>(op))
-    return (group(o.getAxes()) - 1) * bytesOf(o.getResult().getType());
-  if (auto o = dyn_cast<AllGatherOp>(op))
-    return (group(o.getAxes()) - 1) * bytesOf(o.getInput().getType());
-  if (auto o = dyn_cast<AllToAllOp>(op)) {
-    int64_t g = group(o.getAxes());
-    return (g - 1) * bytesOf(o.getInput().getType()) / g;
-  }
-  if (auto o = dyn_cast<BroadcastOp>(op)) {
-    // Chain root, root+1, ...: everyone but the last forwards.
-    int64_t g = group(o.getAxes());
-    bool last = g > 1 && (g - int64_t(o.getRoot())) % g == g - 1;
-    return g > 1 && !last ? bytesOf(o.getInput().getType()) : 0;
-  }
-  if (auto o = dyn_cast<SendOp>(op)) {
-    int64_t size = mesh.getSizes()[mesh.axisIndex(o.getAxis())];
-    return o.getOffset() > 0 && o.getOffset() < size ? bytesOf(o.getInput().getType()) : 0;
-  }
+  auto result = [&](auto o, Type resultType) -> std::optional<int64_t> {
+    using T = decltype(o);
+    Type in = o.getInput().getType();
+    if constexpr (std::is_same_v<T, AllReduceOp> || std::is_same_v<T, AllReduceStartOp>) {
+      auto t = cast<RankedTensorType>(in);
+      int64_t n = t.getNumElements();
+      return ringAllReduceBytes(n, group(o.getAxes()), n ? bytesOf(t) / n : 0);
+    } else if constexpr (std::is_same_v<T, ReduceScatterOp> ||
+                         std::is_same_v<T, ReduceScatterStartOp>) {
+      return (group(o.getAxes()) - 1) * bytesOf(resultType);
+    } else if constexpr (std::is_same_v<T, AllGatherOp> ||
+                         std::is_same_v<T, AllGatherStartOp>) {
+      return (group(o.getAxes()) - 1) * bytesOf(in);
+    } else if constexpr (std::is_same_v<T, AllToAllOp> ||
+                         std::is_same_v<T, AllToAllStartOp>) {
+      int64_t g = group(o.getAxes());
+      return (g - 1) * bytesOf(in) / g;
+    } else {
+      // Broadcast: a chain root, root+1, ...; everyone but the last forwards.
+      int64_t g = group(o.getAxes());
+      bool last = g > 1 && (g - int64_t(o.getRoot())) % g == g - 1;
+      return g > 1 && !last ? bytesOf(in) : 0;
+    }
+  };
+  for (auto bytes : {either<AllReduceOp, AllReduceStartOp>(op, result),
+                     either<ReduceScatterOp, ReduceScatterStartOp>(op, result),
+                     either<AllGatherOp, AllGatherStartOp>(op, result),
+                     either<AllToAllOp, AllToAllStartOp>(op, result),
+                     either<BroadcastOp, BroadcastStartOp>(op, result)})
+    if (bytes)
+      return *bytes;
+  // A send from coordinates 0 reaches a peer only forwards.
+  auto sent = [&](StringRef axis, int64_t offset, Value input) -> int64_t {
+    int64_t size = mesh.getSizes()[mesh.axisIndex(axis)];
+    return offset > 0 && offset < size ? bytesOf(input.getType()) : 0;
+  };
+  if (auto o = dyn_cast<SendOp>(op))
+    return sent(o.getAxis(), o.getOffset(), o.getInput());
+  if (auto o = dyn_cast<SendStartOp>(op))
+    return sent(o.getAxis(), o.getOffset(), o.getInput());
   return 0;
 }
 

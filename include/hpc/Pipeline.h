@@ -27,6 +27,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Partition over this mesh (dp=2,tp=2); empty: one rank")};
   ListOption<std::string> shard{
       *this, "shard", llvm::cl::desc("NAME=SPEC sharding seeds (with mesh)")};
+  Option<bool> asyncCollectives{
+      *this, "async-collectives",
+      llvm::cl::desc("With mesh: start collectives early, wait at first use"),
+      llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions"),
                     llvm::cl::init(true)};
@@ -38,9 +42,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
-/// then dist-partition.
+/// then dist-partition (and dist-async-collectives when `asyncCollectives`).
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
-                            llvm::ArrayRef<std::string> shard);
+                            llvm::ArrayRef<std::string> shard,
+                            bool asyncCollectives = false);
 
 /// Registers the pipelines under their command-line names.
 void registerPipelines();

@@ -106,7 +106,12 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
   Block &body = func.getBody().front();
 
   auto addTensor = [&](Value v, TensorSlot slot) -> LogicalResult {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
+    // A token is the buffer its collective fills (nothing for a send).
+    Type vt = v.getType();
+    if (auto token = dyn_cast<hpc::dist::TokenType>(vt))
+      vt = token.getPayload() ? token.getPayload()
+                              : RankedTensorType::get({0}, IntegerType::get(v.getContext(), 8));
+    auto type = dyn_cast<RankedTensorType>(vt);
     if (!type || !type.hasStaticShape())
       return emitError(v.getLoc(), "cannot compile a tensor of type ")
              << v.getType() << " (needs a static shape)";
@@ -144,6 +149,7 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
   for (int32_t id = 0; id < int32_t(plan.tensors.size()); ++id)
     root[id] = id;
 
+  llvm::DenseMap<Value, SmallVector<int32_t>> startInputs;
   int64_t index = 0;
   for (Operation &op : body) {
     ++index;
@@ -156,13 +162,8 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       }
       continue;
     }
-    if (isa<hpc::dist::DistDialect>(op.getDialect()) &&
-        !isa<hpc::dist::AllReduceOp, hpc::dist::ReduceScatterOp, hpc::dist::AllGatherOp,
-             hpc::dist::AllToAllOp, hpc::dist::BroadcastOp, hpc::dist::AllSliceOp>(op))
-      return op.emitOpError("has no runtime kernel yet (run dist-partition "
-                            "first; asynchronous and point-to-point forms are "
-                            "not lowered yet)"),
-             failure();
+    if (isa<hpc::dist::AnnotateOp, hpc::dist::ReshardOp>(op))
+      return op.emitOpError("has no runtime kernel (run dist-partition first)"), failure();
     if (!isa<hpc::HPCDialect, hpc::dist::DistDialect>(op.getDialect()))
       return op.emitOpError("cannot be compiled (only hpc and dist ops are)"), failure();
     for (Value v : op.getOperands()) {
@@ -203,6 +204,30 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1)});
       continue;
     }
+    // An asynchronous op reads its operands until its wait: they stay live
+    // until then (to the end when nothing waits).
+    if (op.getNumResults() == 1 && isa<hpc::dist::TokenType>(op.getResult(0).getType())) {
+      SmallVector<int32_t> roots;
+      for (Value v : op.getOperands())
+        roots.push_back(root[plan.tensorIds.lookup(v)]);
+      startInputs[op.getResult(0)] = roots;
+    }
+    if (auto wait = dyn_cast<hpc::dist::WaitOp>(op)) {
+      Value token = wait.getToken();
+      for (int32_t r : startInputs.lookup(token))
+        lastUse[r] = std::max(lastUse[r], index);
+      startInputs.erase(token);
+      plan.kernels.push_back(&op);
+      // The result is the token's buffer, filled by the collective.
+      if (Value result = wait.getResult()) {
+        int32_t src = plan.tensorIds.lookup(token);
+        if (failed(addTensor(result, plan.tensors[src])))
+          return failure();
+        grow();
+        root.back() = root[src];
+      }
+      continue;
+    }
     if (isView(&op)) {
       int32_t src = plan.tensorIds.lookup(op.getOperand(0));
       TensorSlot slot = plan.tensors[src];
@@ -221,6 +246,12 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       defIndex.back() = index;
       lastUse.back() = index; // written even if never read
     }
+  }
+
+  for (auto &[token, roots] : startInputs) {
+    lastUse[root[plan.tensorIds.lookup(token)]] = INT64_MAX;
+    for (int32_t r : roots)
+      lastUse[r] = INT64_MAX;
   }
 
   // Place arena tensors, largest first, at the lowest free offset.

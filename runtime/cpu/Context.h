@@ -22,6 +22,7 @@
 
 namespace hpcrt {
 namespace comm {
+class CommQueue;
 class MpiComm;
 } // namespace comm
 
@@ -152,6 +153,9 @@ public:
   /// MPI_Init; not owned). Without one, dist kernels fail.
   void setComm(hpcrt::comm::MpiComm *comm) { comm_ = comm; }
   hpcrt::comm::MpiComm *comm() const { return comm_; }
+  /// Where the asynchronous dist ops run their communication (not owned).
+  void setCommQueue(hpcrt::comm::CommQueue *queue) { commQueue_ = queue; }
+  hpcrt::comm::CommQueue *commQueue() const { return commQueue_; }
 
   // --- execution ----------------------------------------------------------
   /// Kernel bookkeeping (Kernel.h's dispatch calls these).
@@ -190,6 +194,7 @@ private:
   std::vector<hpcrt::OpInfo> ops_;
   std::vector<hpcrt::MeshAxisInfo> mesh_;
   int64_t bytesPerRank_ = -1;
+  hpcrt::comm::CommQueue *commQueue_ = nullptr;
   hpcrt::comm::MpiComm *comm_ = nullptr;
 
   const uint8_t *weightsData_ = nullptr;

@@ -7,14 +7,24 @@
 // contiguous), and hand contiguous buffers to the communicator
 // (runtime/comm/MpiComm.h). The attribute encoding is in hpcrt.h.
 //
+// Each op is prepared on the main thread (attributes read, shapes checked:
+// a bad call fails at once) into a job that moves the data. The synchronous
+// form runs the job in place, after the communication thread has finished
+// what was started before it; `<op>_start` queues it on that thread
+// (runtime/comm/CommQueue.h) under its token, and hpcrt_wait blocks until
+// the token's job has run.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
 #include "Parallel.h"
 
+#include "../comm/CommQueue.h"
 #include "../comm/MpiComm.h"
 #include "../comm/Reduce.h"
 
+#include <cstring>
+#include <functional>
 #include <memory>
 
 using namespace hpcrt;
@@ -31,6 +41,28 @@ MpiComm &commOf(OpCall &c) {
     fail("a dist op in a program without a mesh");
   fail("no communicator: the ranks of the mesh were not started");
 }
+
+/// The data movement of one dist op, run now or on the communication thread.
+using CommJob = std::function<void()>;
+
+/// Runs a synchronous op's job once everything started before it is done
+/// (collectives keep the same order on every rank; MPI sees one thread at
+/// a time).
+void runNow(OpCall &c, const CommJob &job) {
+  if (comm::CommQueue *q = c.ctx.commQueue())
+    q->drain();
+  job();
+}
+
+/// Queues an asynchronous op's job under its token (the op's result).
+void start(OpCall &c, CommJob job) {
+  comm::CommQueue *q = c.ctx.commQueue();
+  if (!q)
+    fail("no communication queue: the ranks of the mesh were not started");
+  q->submit(&c.out(), "op " + std::to_string(c.op) + " (" + c.mnemonic + ")",
+            std::move(job));
+}
+
 
 /// A tensor seen as [outer][n][inner] around dimension d.
 struct Around {
@@ -84,10 +116,8 @@ void copyIfApart(Tensor &y, const Tensor &x) {
     memmove(y.data, x.data, y.bytes);
 }
 
-} // namespace
-
 // iattrs = [n, axes..., reduction]
-HPCRT_DIST_KERNEL(all_reduce) {
+CommJob allReduce(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
   int64_t kind = c.i();
@@ -97,12 +127,14 @@ HPCRT_DIST_KERNEL(all_reduce) {
   comm::Reducer red = comm::makeReducer(y.dtype, kind);
   MpiComm &m = commOf(c);
   const Group &g = m.group(axes);
-  copyIfApart(y, x);
-  m.allReduce(y.data, static_cast<size_t>(y.numel), red, g);
+  return [&m, &g, &x, &y, red] {
+    copyIfApart(y, x);
+    m.allReduce(y.data, static_cast<size_t>(y.numel), red, g);
+  };
 }
 
 // iattrs = [n, axes..., dim, reduction]
-HPCRT_DIST_KERNEL(reduce_scatter) {
+CommJob reduceScatter(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
   int64_t dim = c.i(), kind = c.i();
@@ -117,18 +149,20 @@ HPCRT_DIST_KERNEL(reduce_scatter) {
   shape[d] /= g.size;
   checkShape(y, shape, "the result");
   Around a = around(x.shape, d);
-  const char *packed = x.as<char>();
-  std::unique_ptr<char[]> tmp;
-  if (a.outer > 1 && g.size > 1) {
-    tmp = buffer(x.bytes);
-    splitPieces(x.as<char>(), tmp.get(), a.outer, g.size, y.bytes / a.outer);
-    packed = tmp.get();
-  }
-  m.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), red, g);
+  return [&m, &g, &x, &y, red, a] {
+    const char *packed = x.as<char>();
+    std::unique_ptr<char[]> tmp;
+    if (a.outer > 1 && g.size > 1) {
+      tmp = buffer(x.bytes);
+      splitPieces(x.as<char>(), tmp.get(), a.outer, g.size, y.bytes / a.outer);
+      packed = tmp.get();
+    }
+    m.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), red, g);
+  };
 }
 
 // iattrs = [n, axes..., dim]
-HPCRT_DIST_KERNEL(all_gather) {
+CommJob allGather(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
   int64_t dim = c.i();
@@ -141,17 +175,19 @@ HPCRT_DIST_KERNEL(all_gather) {
   shape[d] *= g.size;
   checkShape(y, shape, "the result");
   Around a = around(x.shape, d);
-  if (a.outer <= 1 || g.size == 1) {
-    m.allGather(x.data, y.data, x.bytes, g);
-    return;
-  }
-  std::unique_ptr<char[]> tmp = buffer(y.bytes);
-  m.allGather(x.data, tmp.get(), x.bytes, g);
-  joinPieces(tmp.get(), y.as<char>(), a.outer, g.size, x.bytes / a.outer);
+  return [&m, &g, &x, &y, a] {
+    if (a.outer <= 1 || g.size == 1) {
+      m.allGather(x.data, y.data, x.bytes, g);
+      return;
+    }
+    std::unique_ptr<char[]> tmp = buffer(y.bytes);
+    m.allGather(x.data, tmp.get(), x.bytes, g);
+    joinPieces(tmp.get(), y.as<char>(), a.outer, g.size, x.bytes / a.outer);
+  };
 }
 
 // iattrs = [n, axes..., concat_dim, split_dim]
-HPCRT_DIST_KERNEL(all_to_all) {
+CommJob allToAll(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
   int64_t concatDim = c.i(), splitDim = c.i();
@@ -168,28 +204,29 @@ HPCRT_DIST_KERNEL(all_to_all) {
   shape[cd] *= g.size;
   checkShape(y, shape, "the result");
   size_t pieceBytes = x.bytes / g.size;
-  // Pieces of split_dim, one per member, contiguous.
-  Around s = around(x.shape, sd);
-  const char *send = x.as<char>();
-  std::unique_ptr<char[]> sendTmp;
-  if (s.outer > 1 && g.size > 1) {
-    sendTmp = buffer(x.bytes);
-    splitPieces(x.as<char>(), sendTmp.get(), s.outer, g.size, pieceBytes / s.outer);
-    send = sendTmp.get();
-  }
-  // What arrives, concatenated along concat_dim in group-index order.
-  Around r = around(piece, cd);
-  if (r.outer <= 1 || g.size == 1) {
-    m.allToAll(send, y.data, pieceBytes, g);
-    return;
-  }
-  std::unique_ptr<char[]> recvTmp = buffer(y.bytes);
-  m.allToAll(send, recvTmp.get(), pieceBytes, g);
-  joinPieces(recvTmp.get(), y.as<char>(), r.outer, g.size, pieceBytes / r.outer);
+  // Pieces of split_dim, one per member, contiguous; what arrives is
+  // concatenated along concat_dim in group-index order.
+  Around s = around(x.shape, sd), r = around(piece, cd);
+  return [&m, &g, &x, &y, s, r, pieceBytes] {
+    const char *send = x.as<char>();
+    std::unique_ptr<char[]> sendTmp;
+    if (s.outer > 1 && g.size > 1) {
+      sendTmp = buffer(x.bytes);
+      splitPieces(x.as<char>(), sendTmp.get(), s.outer, g.size, pieceBytes / s.outer);
+      send = sendTmp.get();
+    }
+    if (r.outer <= 1 || g.size == 1) {
+      m.allToAll(send, y.data, pieceBytes, g);
+      return;
+    }
+    std::unique_ptr<char[]> recvTmp = buffer(y.bytes);
+    m.allToAll(send, recvTmp.get(), pieceBytes, g);
+    joinPieces(recvTmp.get(), y.as<char>(), r.outer, g.size, pieceBytes / r.outer);
+  };
 }
 
 // iattrs = [n, axes..., root]
-HPCRT_DIST_KERNEL(broadcast) {
+CommJob broadcast(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
   int64_t root = c.i();
@@ -201,8 +238,65 @@ HPCRT_DIST_KERNEL(broadcast) {
   if (root < 0 || root >= g.size)
     fail("root " + std::to_string(root) + " is not a group index (the group has " +
          std::to_string(g.size) + " ranks)");
-  copyIfApart(y, x);
-  m.broadcast(y.data, y.bytes, static_cast<int>(root), g);
+  return [&m, &g, &x, &y, root] {
+    copyIfApart(y, x);
+    m.broadcast(y.data, y.bytes, static_cast<int>(root), g);
+  };
+}
+
+// send: ids = [0, 1, input]; send_start: ids = [1, token, 1, input];
+// iattrs = [axis, offset]
+CommJob send(OpCall &c, size_t results) {
+  c.expect(results, 1);
+  int64_t axis = c.i(), offset = c.i();
+  Tensor &x = c.in(0);
+  MpiComm &m = commOf(c);
+  return [&m, &x, axis, offset] { m.send(x.data, x.bytes, static_cast<int>(axis), offset); };
+}
+
+// recv: ids = [1, result, 0] (recv_start: the token is the result);
+// iattrs = [axis, offset]. Without a peer the result is zeros.
+CommJob recv(OpCall &c) {
+  c.expect(1, 0);
+  int64_t axis = c.i(), offset = c.i();
+  Tensor &y = c.out();
+  MpiComm &m = commOf(c);
+  return [&m, &y, axis, offset] {
+    if (!m.recv(y.data, y.bytes, static_cast<int>(axis), offset) && y.bytes)
+      memset(y.data, 0, y.bytes);
+  };
+}
+
+} // namespace
+
+HPCRT_DIST_KERNEL(all_reduce) { runNow(c, allReduce(c)); }
+HPCRT_DIST_KERNEL(all_reduce_start) { start(c, allReduce(c)); }
+HPCRT_DIST_KERNEL(reduce_scatter) { runNow(c, reduceScatter(c)); }
+HPCRT_DIST_KERNEL(reduce_scatter_start) { start(c, reduceScatter(c)); }
+HPCRT_DIST_KERNEL(all_gather) { runNow(c, allGather(c)); }
+HPCRT_DIST_KERNEL(all_gather_start) { start(c, allGather(c)); }
+HPCRT_DIST_KERNEL(all_to_all) { runNow(c, allToAll(c)); }
+HPCRT_DIST_KERNEL(all_to_all_start) { start(c, allToAll(c)); }
+HPCRT_DIST_KERNEL(broadcast) { runNow(c, broadcast(c)); }
+HPCRT_DIST_KERNEL(broadcast_start) { start(c, broadcast(c)); }
+HPCRT_DIST_KERNEL(send) { runNow(c, send(c, 0)); }
+HPCRT_DIST_KERNEL(send_start) { start(c, send(c, 1)); }
+HPCRT_DIST_KERNEL(recv) { runNow(c, recv(c)); }
+HPCRT_DIST_KERNEL(recv_start) { start(c, recv(c)); }
+
+// ids = [n, (result), 1, token]: blocks until the token's job has run; the
+// result is the token's buffer (the compiler plans it as a view).
+HPCRT_DIST_KERNEL(wait) {
+  if (c.results.size() > 1)
+    fail("expects at most 1 result, got " + std::to_string(c.results.size()));
+  c.expect(c.results.size(), 1);
+  Tensor &token = c.in(0);
+  comm::CommQueue *q = c.ctx.commQueue();
+  if (!q)
+    fail("no communication queue: the ranks of the mesh were not started");
+  q->wait(&token);
+  if (!c.results.empty())
+    copyIfApart(c.out(), token);
 }
 
 // iattrs = [n, axes..., dim]; no communication.
@@ -227,21 +321,4 @@ HPCRT_DIST_KERNEL(all_slice) {
   char *dst = y.as<char>();
   for (int64_t o = 0; o < a.outer; ++o)
     memcpy(dst + o * row, src + o * row * g.size, row);
-}
-
-// ids = [0, 1, input]; iattrs = [axis, offset]
-HPCRT_DIST_KERNEL(send) {
-  c.expect(0, 1);
-  int64_t axis = c.i(), offset = c.i();
-  Tensor &x = c.in(0);
-  commOf(c).send(x.data, x.bytes, static_cast<int>(axis), offset);
-}
-
-// ids = [1, result, 0]; iattrs = [axis, offset]
-HPCRT_DIST_KERNEL(recv) {
-  c.expect(1, 0);
-  int64_t axis = c.i(), offset = c.i();
-  Tensor &y = c.out();
-  if (!commOf(c).recv(y.data, y.bytes, static_cast<int>(axis), offset) && y.bytes)
-    memset(y.data, 0, y.bytes);
 }

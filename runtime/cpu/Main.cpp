@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
+#include "../comm/CommQueue.h"
 #include "../comm/MpiComm.h"
 #include "../io/TensorIO.h"
 
@@ -74,18 +75,24 @@ struct MpiRun {
   bool active = false;
   int rank = 0, size = 1;
   std::unique_ptr<comm::MpiComm> comm;
+  /// The asynchronous ops' communication thread (threaded when MPI allows
+  /// calls from one thread at a time, whichever it is).
+  std::unique_ptr<comm::CommQueue> queue;
 
   ~MpiRun() {
     if (!active)
       return;
+    queue.reset();
     comm.reset();
     MPI_Finalize();
   }
 
   void start(Context &ctx) {
     int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       fail("MPI_Init failed");
+    queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED);
+    ctx.setCommQueue(queue.get());
     active = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -410,6 +417,11 @@ int runCommand(int argc, char **argv) {
     ctx.beginRun();
     auto t0 = std::chrono::steady_clock::now();
     hpc_program_run(&ctx);
+    if (mpi.queue) {
+      std::string error = mpi.queue->finishRun();
+      if (!error.empty() && !ctx.failed())
+        ctx.setError(error);
+    }
     auto t1 = std::chrono::steady_clock::now();
     if (mpi.comm)
       mpi.comm->completeSends();

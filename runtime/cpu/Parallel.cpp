@@ -214,6 +214,8 @@ int maxThreads() { return omp_get_max_threads(); }
 
 bool inParallel() { return tlsInParallel; }
 
+void markSerialThread() { tlsInParallel = true; }
+
 void parallelRun(int64_t n, int64_t chunks, RangeFn fn, void *ctx) {
   int threads = maxThreads();
   chunks = std::min<int64_t>(chunks, n);

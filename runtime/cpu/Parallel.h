@@ -29,6 +29,10 @@ int maxThreads();
 /// serially).
 bool inParallel();
 
+/// From now on every parallelFor on this thread runs serially (the
+/// communication thread packs pieces without taking the kernels' pool).
+void markSerialThread();
+
 using RangeFn = void (*)(void *ctx, int64_t begin, int64_t end);
 
 /// [0, n) in `chunks` equal contiguous chunks, run as fn(ctx, begin, end).

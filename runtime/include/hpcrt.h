@@ -159,6 +159,19 @@
  *   all_slice       [1, y, 1, x]        [n, axes..., dim]
  *   send            [0, 1, x]           [axis, offset]
  *   recv            [1, y, 0]           [axis, offset]
+ *   <op>_start      as <op>, with the token t in y's place (send_start:
+ *                   [1, t, 1, x]); t is the buffer the op fills (a send's
+ *                   token is an empty tensor)
+ *   wait            [1, y, 1, t] or [0, 1, t]; y is planned as a view of t
+ *
+ *   Asynchronous forms. hpcrt_<op>_start checks its call at once, then
+ *   queues the data movement on the runtime's communication thread, which
+ *   runs queued operations in start order; hpcrt_wait blocks until the job
+ *   of its token has run (and reports its error, if any). A synchronous op
+ *   first waits for everything started before it, so every rank issues its
+ *   collectives in program order. The compiler keeps a start's operands
+ *   and its token's buffer alive until the wait (to the end of the run
+ *   when nothing waits); a run ends after every started op has finished.
  *
  *   Semantics (the compiler's, exactly; g = group size, i = group index):
  *     all_reduce      y = the elementwise reduction of every member's x;
@@ -216,7 +229,9 @@
  *   peer, then the compiler's bytes_per_rank, when the manifest has it.
  *
  *   Process model. With a mesh, `run` calls MPI_Init (thread level
- *   FUNNELED: only the main thread calls MPI), checks that the world size
+ *   SERIALIZED: the main thread and the communication thread call MPI, one
+ *   at a time; where MPI offers less, started ops run at their start),
+ *   checks that the world size
  *   is prod(size) (else rank 0 prints `<prog>: error: compiled for N ranks
  *   (mesh dp=2, tp=2) but started with M; run it with mpirun -n N` and
  *   every rank exits 1), builds one communicator per subset of the mesh
@@ -242,9 +257,6 @@
  *   communicator per group (NCCL rank = group index, the ncclUniqueId made
  *   on group index 0 and broadcast through MPI); NCCL chooses its own
  *   algorithms, so its wire bytes are not the counts above.
- *
- *   Not yet in the runtime: the asynchronous forms (<op>_start, dist.wait)
- *   have no kernels; the compiler emits the synchronous forms.
  *
  *===----------------------------------------------------------------------===*/
 

@@ -104,6 +104,13 @@ static llvm::cl::opt<int64_t> globalBatch(
     "global-batch", llvm::cl::desc("Samples per optimizer step for the plan"),
     llvm::cl::init(0), llvm::cl::cat(searchCategory));
 
+static llvm::cl::opt<bool> asyncCollectives(
+    "async-collectives",
+    llvm::cl::desc("With --mesh: start each collective where it is issued and "
+                   "wait for it right before its first use, so kernels in "
+                   "between overlap with the communication"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
 static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
@@ -168,6 +175,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.fuse = !noFuse;
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
+  options.asyncCollectives = asyncCollectives;
   PassManager pm(&context);
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -232,7 +240,8 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       options.globalBatch = globalBatch;
       pm.addPass(hpc::createDistSearch(options));
     } else {
-      hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs));
+      hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs),
+                                  asyncCollectives);
     }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
@@ -287,6 +296,8 @@ int main(int argc, char **argv) {
     return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
+  if (asyncCollectives && meshSpec.empty())
+    return userError("--async-collectives needs --mesh");
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())

@@ -5,6 +5,7 @@ the bytes the compiler planned.
 usage: multirank.py --hpc-opt HPC_OPT --mpirun "MPIRUN ..." --model M.onnx
                     --input-shape N=D,.. --input NAME=FILE.npy --mesh SPEC
                     --ranks N --work DIR [--partitioned PER_RANK.mlir]
+                    [--compile-flag=FLAG ...]
 
 With --partitioned, the mesh binary is compiled from that per-rank program
 (partitioned elsewhere, e.g. by upstream shard-partition) and the planned
@@ -40,6 +41,8 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
     ap.add_argument("--partitioned")
+    ap.add_argument("--compile-flag", action="append", default=[],
+                    help="extra hpc-opt flag for the mesh binary (repeatable)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     single = os.path.join(a.work, "single.bin")
@@ -51,7 +54,7 @@ def main():
             planned = int(re.search(r"dist.bytes_per_rank = (\d+)", f.read()).group(1))
     else:
         log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape,
-                   "--mesh=" + a.mesh, "-o", multi])
+                   "--mesh=" + a.mesh, "-o", multi] + a.compile_flag)
         planned = int(re.search(r"each rank sends (\d+) bytes", log).group(1))
     run([single, "run", "--input", a.input, "--output-dir", os.path.join(a.work, "out1")])
     out = run(shlex.split(a.mpirun) + ["-n", str(a.ranks), multi, "run", "--input", a.input,

@@ -1,0 +1,79 @@
+//===- DistAsync.cpp - collectives in their asynchronous form -------------===//
+//
+// Each synchronous collective becomes `<op>_start` where it stood and a
+// `dist.wait` right before its first use, so the kernels in between run
+// while the data moves (the runtime's communication thread does the
+// moving). The traffic is unchanged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Dist/DistOps.h"
+#include "hpc/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace hpc {
+#define GEN_PASS_DEF_DISTASYNCCOLLECTIVES
+#include "passes/Passes.h.inc"
+} // namespace hpc
+
+using namespace mlir;
+using namespace hpc::dist;
+
+namespace {
+
+/// The asynchronous form of a synchronous collective (null for others).
+Operation *startOf(OpBuilder &b, Operation *op) {
+  Location loc = op->getLoc();
+  auto token = [&](Value result) { return TokenType::get(b.getContext(), result.getType()); };
+  if (auto o = dyn_cast<AllReduceOp>(op))
+    return AllReduceStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
+                                    o.getReductionAttr(), o.getCompressionAttr());
+  if (auto o = dyn_cast<ReduceScatterOp>(op))
+    return ReduceScatterStartOp::create(b, loc, token(o.getResult()), o.getInput(),
+                                        o.getAxes(), o.getReductionAttr(), o.getDimAttr(),
+                                        o.getCompressionAttr());
+  if (auto o = dyn_cast<AllGatherOp>(op))
+    return AllGatherStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
+                                    o.getDimAttr(), o.getCompressionAttr());
+  if (auto o = dyn_cast<AllToAllOp>(op))
+    return AllToAllStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
+                                   o.getSplitDimAttr(), o.getConcatDimAttr(),
+                                   o.getCompressionAttr());
+  if (auto o = dyn_cast<BroadcastOp>(op))
+    return BroadcastStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
+                                    o.getRootAttr(), o.getCompressionAttr());
+  return nullptr;
+}
+
+struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncCollectives> {
+  void runOnOperation() override {
+    SmallVector<Operation *> collectives;
+    getOperation().walk([&](Operation *op) {
+      if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastOp>(op))
+        collectives.push_back(op);
+    });
+    for (Operation *op : collectives) {
+      Value result = op->getResult(0);
+      // The first user in the block (users elsewhere wait where the op was).
+      Operation *first = nullptr;
+      for (Operation *user : result.getUsers()) {
+        Operation *inBlock = op->getBlock()->findAncestorOpInBlock(*user);
+        if (!inBlock) {
+          first = op->getNextNode();
+          break;
+        }
+        if (!first || inBlock->isBeforeInBlock(first))
+          first = inBlock;
+      }
+      OpBuilder b(op);
+      Operation *start = startOf(b, op);
+      b.setInsertionPoint(first ? first : op->getNextNode());
+      auto wait = WaitOp::create(b, op->getLoc(), result.getType(), start->getResult(0));
+      result.replaceAllUsesWith(wait.getResult());
+      op->erase();
+    }
+  }
+};
+
+} // namespace

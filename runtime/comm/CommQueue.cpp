@@ -1,0 +1,104 @@
+//===- CommQueue.cpp - the asynchronous dist ops' communication thread ----===//
+
+#include "CommQueue.h"
+
+#include "../cpu/Context.h"
+#include "../cpu/Parallel.h"
+
+namespace hpcrt::comm {
+
+CommQueue::CommQueue(bool threaded) {
+  if (threaded)
+    thread_ = std::thread([this] { loop(); });
+}
+
+CommQueue::~CommQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void CommQueue::run(Job &job) {
+  std::string error;
+  try {
+    job.fn();
+  } catch (const std::bad_alloc &) {
+    error = "out of memory";
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  if (!error.empty())
+    error = job.what + ": " + error;
+  std::lock_guard<std::mutex> lock(mu_);
+  done_[job.key] = error;
+  if (--pending_[job.key] == 0)
+    pending_.erase(job.key);
+}
+
+void CommQueue::loop() {
+  // Packing pieces on this thread must not share the kernels' pool.
+  markSerialThread();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty())
+      return; // stopping
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    run(job);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void CommQueue::submit(const void *key, std::string what, std::function<void()> job) {
+  Job j{key, std::move(what), std::move(job)};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++pending_[key];
+    done_.erase(key);
+    if (thread_.joinable()) {
+      queue_.push_back(std::move(j));
+      cv_.notify_all();
+      return;
+    }
+  }
+  run(j);
+}
+
+void CommQueue::wait(const void *key) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !pending_.count(key); });
+  auto it = done_.find(key);
+  if (it == done_.end())
+    fail("waits for a token that no started op produced");
+  std::string error = std::move(it->second);
+  done_.erase(it);
+  if (!error.empty())
+    fail(error);
+}
+
+void CommQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+std::string CommQueue::finishRun() {
+  drain();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string first;
+  for (auto &[key, error] : done_)
+    if (first.empty() && !error.empty())
+      first = error;
+  done_.clear();
+  return first;
+}
+
+} // namespace hpcrt::comm

@@ -1,0 +1,69 @@
+//===- CommQueue.h - the asynchronous dist ops' communication thread -*- C++ -*-===//
+//
+// `<op>_start` hands its communication to one thread that runs the jobs in
+// the order they were started (the same order on every rank, as collectives
+// must be), and `dist.wait` blocks until the job of its token has run, so
+// the kernels between a start and its wait run while the data moves.
+//
+// MPI is called from one thread at a time (MPI_THREAD_SERIALIZED): jobs on
+// the queue's thread; everything else on the main thread only after
+// drain(). Without a thread (an MPI without SERIALIZED), submit() runs the
+// job at once and wait() only reports its outcome.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_COMM_COMMQUEUE_H
+#define HPCRT_COMM_COMMQUEUE_H
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace hpcrt::comm {
+
+class CommQueue {
+public:
+  explicit CommQueue(bool threaded);
+  ~CommQueue();
+  CommQueue(const CommQueue &) = delete;
+  CommQueue &operator=(const CommQueue &) = delete;
+
+  /// Queues `job` under `key` (the token it completes). `what` names the
+  /// op in an error message.
+  void submit(const void *key, std::string what, std::function<void()> job);
+  /// Blocks until the job of `key` has run; throws its error.
+  void wait(const void *key);
+  /// Blocks until every queued job has run.
+  void drain();
+  /// drain(), then forgets finished jobs; returns the first error of a job
+  /// that nobody waited for ("" when none).
+  std::string finishRun();
+
+private:
+  struct Job {
+    const void *key;
+    std::string what;
+    std::function<void()> fn;
+  };
+  /// Runs a job and records its outcome (called without the lock held).
+  void run(Job &job);
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool busy_ = false, stop_ = false;
+  /// Started jobs: key -> error ("" when it succeeded); `pending_` while
+  /// queued or running.
+  std::map<const void *, std::string> done_;
+  std::map<const void *, int> pending_;
+  std::thread thread_;
+};
+
+} // namespace hpcrt::comm
+
+#endif // HPCRT_COMM_COMMQUEUE_H

@@ -1,0 +1,24 @@
+// RUN: hpc-opt %s --dist-async-collectives | FileCheck %s
+
+// Each collective starts where it stood and is waited for right before its
+// first use, so the relu runs while the all_reduce moves data; a result
+// only returned is waited for before the return.
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[T:.+]] = dist.all_reduce_start %arg0 over ["tp"] sum : tensor<4x8xf32> -> !dist.token<tensor<4x8xf32>>
+// CHECK: %[[G:.+]] = dist.all_gather_start %arg0 over ["tp"] dim 0 : tensor<4x8xf32> -> !dist.token<tensor<8x8xf32>>
+// CHECK: %[[R:.+]] = hpc.relu %arg0
+// CHECK: %[[S:.+]] = dist.wait %[[T]] : !dist.token<tensor<4x8xf32>> -> tensor<4x8xf32>
+// CHECK: %[[A:.+]] = hpc.add %[[S]], %[[R]]
+// CHECK: %[[GW:.+]] = dist.wait %[[G]] : !dist.token<tensor<8x8xf32>> -> tensor<8x8xf32>
+// CHECK: return %[[A]], %[[GW]]
+// CHECK-NOT: dist.all_reduce %
+module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
+  func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) {
+    %s = dist.all_reduce %x over ["tp"] sum : tensor<4x8xf32> -> tensor<4x8xf32>
+    %g = dist.all_gather %x over ["tp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+    %r = hpc.relu %x : tensor<4x8xf32>
+    %a = hpc.add %s, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %a, %g : tensor<4x8xf32>, tensor<8x8xf32>
+  }
+}
