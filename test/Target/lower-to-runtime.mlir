@@ -103,13 +103,12 @@ module {
 
 // -----
 
-// Collectives in their synchronous forms are runtime kernels; the others
-// are not lowered yet.
+// A sharding annotation is gone after dist-partition; one left over has no
+// kernel.
 module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
   func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-    // expected-error @+1 {{'dist.all_reduce_start' op has no runtime kernel yet}}
-    %t = dist.all_reduce_start %x over ["tp"] sum : tensor<4xf32> -> !dist.token<tensor<4xf32>>
-    %y = dist.wait %t : !dist.token<tensor<4xf32>> -> tensor<4xf32>
+    // expected-error @+1 {{'dist.annotate' op has no runtime kernel (run dist-partition first)}}
+    %y = dist.annotate %x : tensor<4xf32> to #dist.sharding<[[tp]]>
     return %y : tensor<4xf32>
   }
 }
@@ -124,5 +123,30 @@ module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 2 : intra_no
   func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     %y = dist.all_reduce %x over ["tp"] sum : tensor<4xf32> -> tensor<4xf32>
     return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Asynchronous forms: start and wait are kernels; the token is the
+// collective's buffer and the wait's result a view of it. The start reads
+// its operand until the wait, so neg (between them) cannot take relu's
+// bytes. Tensors: 0 input, 1 relu @0, 2 token @64, 3 neg @128, 4 the
+// wait's view @64, 5 add @0 (relu is dead by then).
+// CHECK-LABEL: module attributes {dist.mesh
+// CHECK: \22tensors\22:[{\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22input\22,\22shape\22:[4]},{\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22arena\22,\22shape\22:[4]},{\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[4]},{\22dtype\22:1,\22index\22:0,\22offset\22:128,\22region\22:\22arena\22,\22shape\22:[4]},{\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[4]},{\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22arena\22,\22shape\22:[4]}]
+// CHECK: llvm.call @hpcrt_relu(
+// CHECK: llvm.call @hpcrt_all_reduce_start(
+// CHECK: llvm.call @hpcrt_neg(
+// CHECK: llvm.call @hpcrt_wait(
+// CHECK: llvm.call @hpcrt_add(
+module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %a = hpc.relu %x : tensor<4xf32>
+    %t = dist.all_reduce_start %a over ["tp"] sum : tensor<4xf32> -> !dist.token<tensor<4xf32>>
+    %b = hpc.neg %x : tensor<4xf32>
+    %y = dist.wait %t : !dist.token<tensor<4xf32>> -> tensor<4xf32>
+    %c = hpc.add %y, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %c : tensor<4xf32>
   }
 }
