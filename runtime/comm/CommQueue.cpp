@@ -34,7 +34,7 @@ void CommQueue::run(Job &job) {
   if (!error.empty())
     error = job.what + ": " + error;
   std::lock_guard<std::mutex> lock(mu_);
-  done_[job.key] = error;
+  done_[job.key] = {error, job.what, error.empty() ? std::move(job.finish) : nullptr};
   if (--pending_[job.key] == 0)
     pending_.erase(job.key);
 }
@@ -58,8 +58,9 @@ void CommQueue::loop() {
   }
 }
 
-void CommQueue::submit(const void *key, std::string what, std::function<void()> job) {
-  Job j{key, std::move(what), std::move(job)};
+void CommQueue::submit(const void *key, std::string what, std::function<void()> job,
+                       std::function<void()> finish) {
+  Job j{key, std::move(what), std::move(job), std::move(finish)};
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++pending_[key];
@@ -73,16 +74,29 @@ void CommQueue::submit(const void *key, std::string what, std::function<void()> 
   run(j);
 }
 
-void CommQueue::wait(const void *key) {
-  std::unique_lock<std::mutex> lock(mu_);
+CommQueue::Outcome CommQueue::await(std::unique_lock<std::mutex> &lock, const void *key) {
   cv_.wait(lock, [&] { return !pending_.count(key); });
   auto it = done_.find(key);
   if (it == done_.end())
     fail("waits for a token that no started op produced");
-  std::string error = std::move(it->second);
+  Outcome outcome = std::move(it->second);
   done_.erase(it);
-  if (!error.empty())
-    fail(error);
+  return outcome;
+}
+
+void CommQueue::wait(const void *key) {
+  Outcome outcome;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    outcome = await(lock, key);
+  }
+  if (outcome.error.empty() && outcome.finish) {
+    submit(key, outcome.what, std::move(outcome.finish));
+    std::unique_lock<std::mutex> lock(mu_);
+    outcome = await(lock, key);
+  }
+  if (!outcome.error.empty())
+    fail(outcome.error);
 }
 
 void CommQueue::drain() {
@@ -94,9 +108,9 @@ std::string CommQueue::finishRun() {
   drain();
   std::lock_guard<std::mutex> lock(mu_);
   std::string first;
-  for (auto &[key, error] : done_)
-    if (first.empty() && !error.empty())
-      first = error;
+  for (auto &[key, outcome] : done_)
+    if (first.empty() && !outcome.error.empty())
+      first = outcome.error;
   done_.clear();
   return first;
 }

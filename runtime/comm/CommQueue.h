@@ -33,9 +33,13 @@ public:
   CommQueue &operator=(const CommQueue &) = delete;
 
   /// Queues `job` under `key` (the token it completes). `what` names the
-  /// op in an error message.
-  void submit(const void *key, std::string what, std::function<void()> job);
-  /// Blocks until the job of `key` has run; throws its error.
+  /// op in an error message. A `finish` step (a receive's completion) is
+  /// queued by wait(), so that a job that only posts a receive leaves the
+  /// thread free for the operations after it until the data is needed.
+  void submit(const void *key, std::string what, std::function<void()> job,
+              std::function<void()> finish = {});
+  /// Blocks until the job of `key` (and its finish step) has run; throws
+  /// the first error.
   void wait(const void *key);
   /// Blocks until every queued job has run.
   void drain();
@@ -47,8 +51,15 @@ private:
   struct Job {
     const void *key;
     std::string what;
-    std::function<void()> fn;
+    std::function<void()> fn, finish;
   };
+  struct Outcome {
+    std::string error; ///< "" when it succeeded
+    std::string what;
+    std::function<void()> finish;
+  };
+  /// Blocks until `key` is not pending; returns and forgets its outcome.
+  Outcome await(std::unique_lock<std::mutex> &lock, const void *key);
   /// Runs a job and records its outcome (called without the lock held).
   void run(Job &job);
   void loop();
@@ -57,9 +68,8 @@ private:
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool busy_ = false, stop_ = false;
-  /// Started jobs: key -> error ("" when it succeeded); `pending_` while
-  /// queued or running.
-  std::map<const void *, std::string> done_;
+  /// Finished jobs by key; `pending_` counts those queued or running.
+  std::map<const void *, Outcome> done_;
   std::map<const void *, int> pending_;
   std::thread thread_;
 };

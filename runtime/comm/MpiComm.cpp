@@ -362,25 +362,45 @@ void MpiComm::send(const void *data, size_t bytes, int axis, int64_t offset) {
   }
 }
 
-bool MpiComm::recv(void *data, size_t bytes, int axis, int64_t offset) {
-  int source = peer(axis, offset);
-  if (source < 0)
-    return false;
+MpiComm::PendingRecv MpiComm::postRecv(void *data, size_t bytes, int axis, int64_t offset) {
+  PendingRecv p;
+  p.source = peer(axis, offset);
+  if (p.source < 0)
+    return p;
   ++stats_.operations;
   char *d = static_cast<char *>(data);
   size_t off = 0;
   do {
     int n = static_cast<int>(std::min(kMaxPiece, bytes - off));
-    MPI_Status st;
-    checkMpi(MPI_Recv(d + off, n, MPI_BYTE, source, 1, p2p_, &st), "MPI_Recv");
-    int got = 0;
-    MPI_Get_count(&st, MPI_BYTE, &got);
-    if (got != n)
-      fail("received " + std::to_string(got) + " bytes from rank " + std::to_string(source) +
-           ", expected " + std::to_string(n) + " (the sender's tensor differs)");
+    p.requests.emplace_back();
+    p.sizes.push_back(n);
+    checkMpi(MPI_Irecv(d + off, n, MPI_BYTE, p.source, 1, p2p_, &p.requests.back()),
+             "MPI_Irecv");
     off += static_cast<size_t>(n);
   } while (off < bytes);
+  return p;
+}
+
+bool MpiComm::finishRecv(PendingRecv &p) {
+  if (p.source < 0)
+    return false;
+  std::vector<MPI_Status> st(p.requests.size());
+  checkMpi(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), st.data()),
+           "MPI_Waitall");
+  for (size_t k = 0; k < st.size(); ++k) {
+    int got = 0;
+    MPI_Get_count(&st[k], MPI_BYTE, &got);
+    if (got != p.sizes[k])
+      fail("received " + std::to_string(got) + " bytes from rank " + std::to_string(p.source) +
+           ", expected " + std::to_string(p.sizes[k]) + " (the sender's tensor differs)");
+  }
+  p.requests.clear();
   return true;
+}
+
+bool MpiComm::recv(void *data, size_t bytes, int axis, int64_t offset) {
+  PendingRecv p = postRecv(data, bytes, axis, offset);
+  return finishRecv(p);
 }
 
 void MpiComm::completeSends() {

@@ -106,6 +106,15 @@ public:
   /// recv returns false). Sends are buffered (never block).
   void send(const void *data, size_t bytes, int axis, int64_t offset);
   bool recv(void *data, size_t bytes, int axis, int64_t offset);
+  /// recv in two halves, for recv_start: post() returns at once, finish()
+  /// blocks until the data is in (false when there is no peer).
+  struct PendingRecv {
+    std::vector<MPI_Request> requests;
+    std::vector<int> sizes;
+    int source = -1;
+  };
+  PendingRecv postRecv(void *data, size_t bytes, int axis, int64_t offset);
+  bool finishRecv(PendingRecv &pending);
   /// Waits for every buffered send (call before MPI_Finalize).
   void completeSends();
 

@@ -54,13 +54,14 @@ void runNow(OpCall &c, const CommJob &job) {
   job();
 }
 
-/// Queues an asynchronous op's job under its token (the op's result).
-void start(OpCall &c, CommJob job) {
+/// Queues an asynchronous op's job under its token (the op's result); a
+/// `finish` step runs when the token is waited for.
+void start(OpCall &c, CommJob job, CommJob finish = {}) {
   comm::CommQueue *q = c.ctx.commQueue();
   if (!q)
     fail("no communication queue: the ranks of the mesh were not started");
   q->submit(&c.out(), "op " + std::to_string(c.op) + " (" + c.mnemonic + ")",
-            std::move(job));
+            std::move(job), std::move(finish));
 }
 
 
@@ -255,16 +256,23 @@ CommJob send(OpCall &c, size_t results) {
 }
 
 // recv: ids = [1, result, 0] (recv_start: the token is the result);
-// iattrs = [axis, offset]. Without a peer the result is zeros.
-CommJob recv(OpCall &c) {
+// iattrs = [axis, offset]. Without a peer the result is zeros. The receive
+// is posted by the first job and completed by the second, so a started
+// receive does not hold up what follows it (a send the peer waits for).
+std::pair<CommJob, CommJob> recv(OpCall &c) {
   c.expect(1, 0);
   int64_t axis = c.i(), offset = c.i();
   Tensor &y = c.out();
   MpiComm &m = commOf(c);
-  return [&m, &y, axis, offset] {
-    if (!m.recv(y.data, y.bytes, static_cast<int>(axis), offset) && y.bytes)
+  auto pending = std::make_shared<MpiComm::PendingRecv>();
+  CommJob post = [&m, &y, axis, offset, pending] {
+    *pending = m.postRecv(y.data, y.bytes, static_cast<int>(axis), offset);
+  };
+  CommJob finish = [&m, &y, pending] {
+    if (!m.finishRecv(*pending) && y.bytes)
       memset(y.data, 0, y.bytes);
   };
+  return {post, finish};
 }
 
 } // namespace
@@ -281,8 +289,17 @@ HPCRT_DIST_KERNEL(broadcast) { runNow(c, broadcast(c)); }
 HPCRT_DIST_KERNEL(broadcast_start) { start(c, broadcast(c)); }
 HPCRT_DIST_KERNEL(send) { runNow(c, send(c, 0)); }
 HPCRT_DIST_KERNEL(send_start) { start(c, send(c, 1)); }
-HPCRT_DIST_KERNEL(recv) { runNow(c, recv(c)); }
-HPCRT_DIST_KERNEL(recv_start) { start(c, recv(c)); }
+HPCRT_DIST_KERNEL(recv) {
+  auto [post, finish] = recv(c);
+  runNow(c, [&] {
+    post();
+    finish();
+  });
+}
+HPCRT_DIST_KERNEL(recv_start) {
+  auto [post, finish] = recv(c);
+  start(c, std::move(post), std::move(finish));
+}
 
 // ids = [n, (result), 1, token]: blocks until the token's job has run; the
 // result is the token's buffer (the compiler plans it as a view).

@@ -167,7 +167,9 @@
  *   Asynchronous forms. hpcrt_<op>_start checks its call at once, then
  *   queues the data movement on the runtime's communication thread, which
  *   runs queued operations in start order; hpcrt_wait blocks until the job
- *   of its token has run (and reports its error, if any). A synchronous op
+ *   of its token has run (and reports its error, if any); recv_start only
+ *   posts its receive, which its wait completes, so a rank can start
+ *   receives and then send (a halo exchange). A synchronous op
  *   first waits for everything started before it, so every rank issues its
  *   collectives in program order. The compiler keeps a start's operands
  *   and its token's buffer alive until the wait (to the end of the run

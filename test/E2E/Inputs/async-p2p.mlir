@@ -6,7 +6,8 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
       -> (tensor<4x8xf32> {hpc.name = "sum"}, tensor<2x8xf32> {hpc.name = "scattered"},
           tensor<4x8xf32> {hpc.name = "gathered"}, tensor<4x4xf32> {hpc.name = "exchanged"},
           tensor<2x8xf32> {hpc.name = "broadcast"}, tensor<2x8xf32> {hpc.name = "next"},
-          tensor<2x8xf32> {hpc.name = "next_async"}) {
+          tensor<2x8xf32> {hpc.name = "next_async"}, tensor<2x8xf32> {hpc.name = "halo_next"},
+          tensor<2x8xf32> {hpc.name = "halo_prev"}) {
     %t = dist.all_reduce_start %x over ["tp"] sum : tensor<4x8xf32> -> !dist.token<tensor<4x8xf32>>
     %y = hpc.relu %x : tensor<4x8xf32>
     %s = dist.wait %t : !dist.token<tensor<4x8xf32>> -> tensor<4x8xf32>
@@ -26,8 +27,17 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
     %ts = dist.send_start %p along "tp" offset -1 : tensor<2x8xf32> -> !dist.token
     dist.wait %ts : !dist.token
     %r2 = dist.wait %tr : !dist.token<tensor<2x8xf32>> -> tensor<2x8xf32>
-    return %sum, %rs, %ag, %a2a, %bc, %r, %r2
+    // A halo exchange: receives started both ways, then the sends. Every
+    // rank's receive is outstanding while it sends, so a started receive
+    // must not hold up the send behind it.
+    %h1 = dist.recv_start along "tp" offset 1 : !dist.token<tensor<2x8xf32>>
+    %h2 = dist.recv_start along "tp" offset -1 : !dist.token<tensor<2x8xf32>>
+    dist.send %p along "tp" offset 1 : tensor<2x8xf32>
+    dist.send %p along "tp" offset -1 : tensor<2x8xf32>
+    %next = dist.wait %h1 : !dist.token<tensor<2x8xf32>> -> tensor<2x8xf32>
+    %prev = dist.wait %h2 : !dist.token<tensor<2x8xf32>> -> tensor<2x8xf32>
+    return %sum, %rs, %ag, %a2a, %bc, %r, %r2, %next, %prev
         : tensor<4x8xf32>, tensor<2x8xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>,
-          tensor<2x8xf32>, tensor<2x8xf32>
+          tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
   }
 }
