@@ -361,12 +361,35 @@ static OpFoldResult foldInverse(Outer op) {
   return {};
 }
 
-OpFoldResult AllGatherOp::fold(FoldAdaptor) { return foldInverse<AllSliceOp>(*this); }
-OpFoldResult AllSliceOp::fold(FoldAdaptor) { return foldInverse<AllGatherOp>(*this); }
-OpFoldResult AllReduceOp::fold(FoldAdaptor) { return {}; }
-OpFoldResult ReduceScatterOp::fold(FoldAdaptor) { return {}; }
-OpFoldResult AllToAllOp::fold(FoldAdaptor) { return {}; }
-OpFoldResult BroadcastOp::fold(FoldAdaptor) { return {}; }
+/// A collective over a group of one rank (no axes, or axes of size 1)
+/// leaves its operand as it is.
+template <typename Op>
+static OpFoldResult foldSingleRank(Op op) {
+  MeshAttr mesh = lookupMesh(op);
+  if (!mesh || op.getInput().getType() != op.getType())
+    return {};
+  for (Attribute a : op.getAxes()) {
+    int64_t index = mesh.axisIndex(cast<StringAttr>(a).getValue());
+    if (index < 0 || mesh.getSizes()[index] != 1)
+      return {};
+  }
+  return op.getInput();
+}
+
+OpFoldResult AllGatherOp::fold(FoldAdaptor) {
+  if (OpFoldResult r = foldSingleRank(*this))
+    return r;
+  return foldInverse<AllSliceOp>(*this);
+}
+OpFoldResult AllSliceOp::fold(FoldAdaptor) {
+  if (OpFoldResult r = foldSingleRank(*this))
+    return r;
+  return foldInverse<AllGatherOp>(*this);
+}
+OpFoldResult AllReduceOp::fold(FoldAdaptor) { return foldSingleRank(*this); }
+OpFoldResult ReduceScatterOp::fold(FoldAdaptor) { return foldSingleRank(*this); }
+OpFoldResult AllToAllOp::fold(FoldAdaptor) { return foldSingleRank(*this); }
+OpFoldResult BroadcastOp::fold(FoldAdaptor) { return foldSingleRank(*this); }
 
 #define GET_OP_CLASSES
 #include "Dist/DistOps.cpp.inc"

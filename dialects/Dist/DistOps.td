@@ -76,10 +76,10 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
 
 defm Dist_AllReduce : Dist_Collective<"all_reduce",
     "Reduce over the mesh axes; every rank gets the whole result",
-    (ins Dist_ReductionKindAttr:$reduction), "$reduction">;
+    (ins Dist_ReductionKindAttr:$reduction), "`` $reduction">;
 defm Dist_ReduceScatter : Dist_Collective<"reduce_scatter",
     "Reduce over the mesh axes and split dimension `dim` among the ranks",
-    (ins Dist_ReductionKindAttr:$reduction, I64Attr:$dim), "$reduction `dim` $dim">;
+    (ins Dist_ReductionKindAttr:$reduction, I64Attr:$dim), "`` $reduction `dim` $dim">;
 defm Dist_AllGather : Dist_Collective<"all_gather",
     "Concatenate the ranks' pieces along dimension `dim`",
     (ins I64Attr:$dim), "`dim` $dim">;
