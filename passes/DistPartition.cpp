@@ -55,9 +55,24 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     return collective->getResult(0);
   }
 
+  /// Values already brought to a sharding: later uses that need the same
+  /// sharding reuse them (a residual stream gathered once, not per use).
+  llvm::DenseMap<std::pair<Value, Attribute>, Value> resharded;
+
   /// Brings `cur` (with sharding `from`) to sharding `to`, inserting
-  /// collectives at the builder's position.
-  Value reshard(OpBuilder &b, Location loc, Value cur, Sharding from, const Sharding &to) {
+  /// collectives at the builder's position (or reusing an earlier result).
+  Value reshard(OpBuilder &b, Location loc, Value cur, const Sharding &from,
+                const Sharding &to) {
+    if (from == to)
+      return cur;
+    std::pair<Value, Attribute> key{cur, to.toAttr(&getContext())};
+    Value &done = resharded[key];
+    if (!done)
+      done = emitReshard(b, loc, cur, from, to);
+    return done;
+  }
+
+  Value emitReshard(OpBuilder &b, Location loc, Value cur, Sharding from, const Sharding &to) {
     auto type = [&]() { return cast<RankedTensorType>(cur.getType()); };
     auto withDim = [&](int64_t d, int64_t size) {
       SmallVector<int64_t> shape(type().getShape());

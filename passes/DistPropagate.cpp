@@ -147,8 +147,63 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         return signalPassFailure();
   }
 
-  /// split(matmul(x, W) [+ b]) along the output features, with W and b
-  /// weights, becomes one projection per piece on slices of W and b.
+  /// A projection by a weight along the last dimension: matmul(x, W) [+ b]
+  /// or gemm(x, W [, b]), optionally followed by a reshape that keeps the
+  /// last dimension (exporters flatten the tokens around a gemm).
+  struct Projection {
+    Operation *op = nullptr;         // the matmul or gemm
+    hpc::AddOp add;                  // the bias add of a matmul
+    hpc::ReshapeOp reshape;          // the reshape after it
+    Value weight, bias;
+    bool transposed = false;         // gemm trans_b: W is [N, K]
+  };
+
+  static bool isWeight(Value v, int64_t rank) {
+    return v.getDefiningOp<hpc::WeightOp>() &&
+           cast<RankedTensorType>(v.getType()).getRank() == rank;
+  }
+
+  static std::optional<Projection> matchProjection(Value v) {
+    Projection p;
+    auto lastDim = [](Value x) { return cast<RankedTensorType>(x.getType()).getShape().back(); };
+    if (auto reshape = v.getDefiningOp<hpc::ReshapeOp>()) {
+      if (!v.hasOneUse() || lastDim(reshape.getInput()) != lastDim(v))
+        return std::nullopt;
+      p.reshape = reshape;
+      v = reshape.getInput();
+    }
+    if (!v.hasOneUse())
+      return std::nullopt;
+    int64_t n = lastDim(v);
+    if (auto add = v.getDefiningOp<hpc::AddOp>()) {
+      for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+        auto mm = a.getDefiningOp<hpc::MatMulOp>();
+        if (mm && a.hasOneUse() && isWeight(b, 1) && lastDim(b) == n) {
+          p.op = mm;
+          p.add = add;
+          p.bias = b;
+        }
+      }
+    } else if (auto mm = v.getDefiningOp<hpc::MatMulOp>()) {
+      p.op = mm;
+    } else if (auto gemm = v.getDefiningOp<hpc::GemmOp>()) {
+      Value c = gemm.getC();
+      if (gemm.getTransA() || (c && !(isWeight(c, 1) && lastDim(c) == n)))
+        return std::nullopt;
+      p.op = gemm;
+      p.bias = c;
+      p.transposed = gemm.getTransB();
+    }
+    if (!p.op || !isWeight(p.op->getOperand(1), 2))
+      return std::nullopt;
+    p.weight = p.op->getOperand(1);
+    return p;
+  }
+
+  /// split(projection) along the output features becomes one projection
+  /// per piece on slices of W and b, so column parallelism needs no gather
+  /// before the split (a fused QKV projection).
   void unfuseSplitProjections(func::FuncOp func) {
     SmallVector<hpc::SplitOp> splits;
     func.walk([&](hpc::SplitOp op) { splits.push_back(op); });
@@ -157,60 +212,59 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       int64_t rank = type.getRank();
       int64_t axis = int64_t(split.getAxis()) < 0 ? int64_t(split.getAxis()) + rank
                                                  : int64_t(split.getAxis());
-      if (axis != rank - 1 || !split.getInput().hasOneUse())
+      if (axis != rank - 1)
         continue;
-      Value projected = split.getInput();
-      hpc::AddOp add = projected.getDefiningOp<hpc::AddOp>();
-      Value bias;
-      hpc::MatMulOp matmul;
-      if (add) {
-        for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
-                            std::pair(add.getRhs(), add.getLhs())}) {
-          auto mm = a.getDefiningOp<hpc::MatMulOp>();
-          auto bt = cast<RankedTensorType>(b.getType());
-          if (mm && a.hasOneUse() && b.getDefiningOp<hpc::WeightOp>() &&
-              bt.getRank() == 1 && bt.getDimSize(0) == type.getShape().back()) {
-            matmul = mm;
-            bias = b;
-          }
-        }
-        if (!matmul)
-          continue;
-      } else {
-        matmul = projected.getDefiningOp<hpc::MatMulOp>();
-      }
-      auto wt = matmul ? cast<RankedTensorType>(matmul.getRhs().getType()) : nullptr;
-      if (!matmul || !matmul.getRhs().getDefiningOp<hpc::WeightOp>() || wt.getRank() != 2)
+      std::optional<Projection> p = matchProjection(split.getInput());
+      if (!p)
         continue;
       OpBuilder b(split);
-      int64_t begin = 0;
       Location loc = split.getLoc();
+      auto slice = [&](Value v, int64_t dim, int64_t begin, int64_t size) {
+        auto vt = cast<RankedTensorType>(v.getType());
+        SmallVector<int64_t> starts(vt.getRank(), 0), ends(vt.getShape()), shape(vt.getShape());
+        starts[dim] = begin;
+        ends[dim] = begin + size;
+        shape[dim] = size;
+        return hpc::SliceOp::create(b, loc, RankedTensorType::get(shape, vt.getElementType()), v,
+                                    b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(ends),
+                                    b.getDenseI64ArrayAttr(SmallVector<int64_t>(vt.getRank(), 1)))
+            .getResult();
+      };
+      auto withLast = [&](Type t, int64_t size) {
+        auto rt = cast<RankedTensorType>(t);
+        SmallVector<int64_t> shape(rt.getShape());
+        shape.back() = size;
+        return RankedTensorType::get(shape, rt.getElementType());
+      };
+      int64_t begin = 0;
       for (auto [i, size] : llvm::enumerate(split.getSizes())) {
-        auto wSlice = hpc::SliceOp::create(
-            b, loc, RankedTensorType::get({wt.getDimSize(0), size}, wt.getElementType()),
-            matmul.getRhs(), b.getDenseI64ArrayAttr({0, begin}),
-            b.getDenseI64ArrayAttr({wt.getDimSize(0), begin + size}),
-            b.getDenseI64ArrayAttr({1, 1}));
-        SmallVector<int64_t> outShape(cast<RankedTensorType>(matmul.getType()).getShape());
-        outShape.back() = size;
-        auto outType = RankedTensorType::get(outShape, wt.getElementType());
-        Value piece = hpc::MatMulOp::create(b, loc, outType, matmul.getLhs(), wSlice);
-        if (bias) {
-          auto bSlice = hpc::SliceOp::create(
-              b, loc, RankedTensorType::get({size}, wt.getElementType()), bias,
-              b.getDenseI64ArrayAttr({begin}), b.getDenseI64ArrayAttr({begin + size}),
-              b.getDenseI64ArrayAttr({1}));
-          piece = add.getLhs() == matmul.getResult()
-                      ? hpc::AddOp::create(b, loc, outType, piece, bSlice).getResult()
-                      : hpc::AddOp::create(b, loc, outType, bSlice, piece).getResult();
+        Value wSlice = slice(p->weight, p->transposed ? 0 : 1, begin, size);
+        Value bSlice = p->bias ? slice(p->bias, 0, begin, size) : Value();
+        Operation *piece = b.clone(*p->op);
+        piece->setOperand(1, wSlice);
+        if (p->bias && isa<hpc::GemmOp>(p->op))
+          piece->setOperand(2, bSlice);
+        piece->getResult(0).setType(withLast(p->op->getResult(0).getType(), size));
+        Value out = piece->getResult(0);
+        if (p->add) {
+          out = p->add.getLhs() == p->op->getResult(0)
+                    ? hpc::AddOp::create(b, loc, out.getType(), out, bSlice).getResult()
+                    : hpc::AddOp::create(b, loc, out.getType(), bSlice, out).getResult();
         }
-        split.getResult(i).replaceAllUsesWith(piece);
+        if (p->reshape) {
+          auto rt = withLast(p->reshape.getType(), size);
+          out = hpc::ReshapeOp::create(b, loc, rt, out, b.getDenseI64ArrayAttr(rt.getShape()))
+                    .getResult();
+        }
+        split.getResult(i).replaceAllUsesWith(out);
         begin += size;
       }
       split.erase();
-      if (add)
-        add.erase();
-      matmul.erase();
+      if (p->reshape)
+        p->reshape.erase();
+      if (p->add)
+        p->add.erase();
+      p->op->erase();
     }
   }
 
@@ -285,9 +339,21 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       return success(); // weight-derived ops run whole on every rank
     hpc::ShardingRule rule = ruleOp.getShardingRule();
     std::vector<std::vector<std::string>> factorAxes(rule.factors.size());
+    // Factors an activation operand already holds whole (complete, not a
+    // broadcast): the op stays whole on them, so a split partner is gathered
+    // once here instead of the result being gathered again by every later
+    // op that needs it whole (a residual stream meeting an all-reduced
+    // sublayer output).
+    llvm::DenseSet<int64_t> heldWhole;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      if (const Sharding *s = incoming(operand); s && s->partial.empty())
+        for (auto [d, f] : llvm::enumerate(rule.operandDims[i]))
+          if (f >= 0 && d < s->dims.size() && s->dims[d].empty() &&
+              cast<RankedTensorType>(operand.getType()).getDimSize(d) == rule.factors[f].size)
+            heldWhole.insert(f);
     llvm::StringSet<> used;
     auto assign = [&](int64_t f, const std::vector<std::string> &axes) {
-      if (f < 0 || axes.empty() || !factorAxes[f].empty() ||
+      if (f < 0 || axes.empty() || !factorAxes[f].empty() || heldWhole.contains(f) ||
           rule.factors[f].kind == hpc::FactorKind::NeedsReplication)
         return;
       for (const auto &a : axes)

@@ -131,8 +131,13 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
     if (!isRankedNonScalar(v))
       return;
     OpBuilder b(&getContext());
-    b.setInsertionPointAfterValue(v);
-    Value annotated = annotate(b, v.getLoc(), v, s, /*forUsers=*/false);
+    Value sharding = shardingValue(b, v.getLoc(), s);
+    // A graph input is annotated after the shardings at the top.
+    if (isa<BlockArgument>(v))
+      b.setInsertionPointAfter(sharding.getDefiningOp());
+    else
+      b.setInsertionPointAfterValue(v);
+    Value annotated = shd::ShardOp::create(b, v.getLoc(), v, sharding, false).getResult();
     v.replaceAllUsesExcept(annotated, annotated.getDefiningOp());
     defined[annotated] = s;
   }

@@ -14,23 +14,32 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 $H examples/gpt2.onnx --input-shape input_ids=2,16 -o "$work/gpt2.mlir"
 $H examples/mlp.onnx --input-shape x=4,784 -o "$work/mlp.mlir"
+# The transformers exports of test/models (batch 1: dp has nothing to split).
+for m in bert gpt2 llama mixtral t5 vit; do
+  $H "test/models/$m.onnx" -o "$work/hf-$m.mlir"
+done
 prep=canonicalize,cse,hpc-fuse-composites
 bytes() { sed -n 's/.*each rank sends \([0-9]*\) bytes.*/\1/p'; }
-printf '%-6s %-10s %12s %18s %16s\n' model mesh dist-partition upstream-inputs upstream-all
-for model in gpt2 mlp; do
-  for mesh in tp=2 tp=4 dp=2,tp=2; do
-    ours=$($H "$work/$model.mlir" -o /dev/null \
-      --pass-pipeline="builtin.module($prep,dist-propagate{mesh=$mesh},dist-partition)" 2>&1 | bytes)
-    row="$ours"
-    for mode in inputs all; do
-      up=$($H "$work/$model.mlir" -o "$work/up.mlir" --pass-pipeline="builtin.module($prep,dist-propagate{mesh=$mesh},convert-dist-to-shard{annotations=$mode},func.func(sharding-propagation,shard-partition),convert-shard-to-dist,canonicalize,dist-comm-report)" 2>&1 | bytes)
-      # A per-rank program must keep the global signature (whole outputs).
-      if [ "$(grep -m1 'func.func @main' "$work/up.mlir")" != "$(grep -m1 'func.func @main' "$work/$model.mlir")" ]; then
-        up="$up(signature!)"
-      fi
-      row="$row $up"
-    done
-    set -- $row
-    printf '%-6s %-10s %12s %18s %16s\n' "$model" "$mesh" "$1" "$2" "$3"
+printf '%-12s %-10s %14s %18s %16s\n' model mesh dist-partition upstream-inputs upstream-all
+row() {
+  model=$1 mesh=$2
+  ours=$($H "$work/$model.mlir" -o /dev/null \
+    --pass-pipeline="builtin.module($prep,dist-propagate{mesh=$mesh},dist-partition)" 2>&1 | bytes)
+  line="$ours"
+  for mode in inputs all; do
+    up=$($H "$work/$model.mlir" -o "$work/up.mlir" --pass-pipeline="builtin.module($prep,dist-propagate{mesh=$mesh},convert-dist-to-shard{annotations=$mode},func.func(sharding-propagation,shard-partition),convert-shard-to-dist,canonicalize,dist-comm-report)" 2>&1 | bytes)
+    # A per-rank program must keep the global signature (whole outputs).
+    if [ "$(grep -m1 'func.func @main' "$work/up.mlir")" != "$(grep -m1 'func.func @main' "$work/$model.mlir")" ]; then
+      up="$up(signature!)"
+    fi
+    line="$line $up"
   done
+  set -- $line
+  printf '%-12s %-10s %14s %18s %16s\n' "$model" "$mesh" "$1" "$2" "$3"
+}
+for model in gpt2 mlp; do
+  for mesh in tp=2 tp=4 dp=2,tp=2; do row $model $mesh; done
+done
+for m in bert gpt2 llama mixtral t5 vit; do
+  for mesh in tp=2 tp=4; do row hf-$m $mesh; done
 done

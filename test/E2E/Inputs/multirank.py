@@ -34,7 +34,8 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--input-shape", required=True)
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--input", required=True, action="append",
+                    help="NAME=FILE.npy (repeatable)")
     ap.add_argument("--mesh", required=True)
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--work", required=True)
@@ -56,8 +57,9 @@ def main():
         log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape,
                    "--mesh=" + a.mesh, "-o", multi] + a.compile_flag)
         planned = int(re.search(r"each rank sends (\d+) bytes", log).group(1))
-    run([single, "run", "--input", a.input, "--output-dir", os.path.join(a.work, "out1")])
-    out = run(shlex.split(a.mpirun) + ["-n", str(a.ranks), multi, "run", "--input", a.input,
+    inputs = [arg for i in a.input for arg in ("--input", i)]
+    run([single, "run"] + inputs + ["--output-dir", os.path.join(a.work, "out1")])
+    out = run(shlex.split(a.mpirun) + ["-n", str(a.ranks), multi, "run"] + inputs + [
                                        "--output-dir", os.path.join(a.work, "outN"),
                                        "--verbose"])
     sent = [int(b) for b in re.findall(r"comm: rank \d+ sent (\d+) bytes", out)]
