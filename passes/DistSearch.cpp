@@ -305,3 +305,24 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
 };
 
 } // namespace
+
+FailureOr<std::string> hpc::planMesh(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+  auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
+  if (!stages || stages.size() != 1)
+    return failure();
+  auto stage = dyn_cast<DictionaryAttr>(stages[0]);
+  auto size = [&](StringRef axis) {
+    auto a = stage ? stage.getAs<IntegerAttr>(axis) : nullptr;
+    return a ? a.getInt() : int64_t(0);
+  };
+  auto sp = stage ? stage.getAs<BoolAttr>("sp") : nullptr;
+  if (!stage || size("dp") < 1 || size("tp") < 1 || size("ep") != 1 || (sp && sp.getValue()))
+    return failure();
+  std::string mesh;
+  for (StringRef axis : {"dp", "tp"})
+    if (size(axis) > 1)
+      mesh += (mesh.empty() ? "" : ",") + axis.str() + "=" + std::to_string(size(axis));
+  return mesh;
+}

@@ -20,6 +20,11 @@ namespace hpc {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The mesh ("dp=2,tp=4"; "" for one device) of the plan dist-search
+/// recorded on @main, when it is one stage of data and tensor parallelism
+/// (what dist-propagate and dist-partition compile); failure otherwise.
+mlir::FailureOr<std::string> planMesh(mlir::ModuleOp module);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_H

@@ -176,6 +176,30 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;
+  if (!clusterSpec.empty()) {
+    // Search (or evaluate --mesh) first; a searched plan is restricted to
+    // what the partitioner compiles: one stage of dp x tp (ZeRO and
+    // recompute do not change a forward program).
+    PassManager search(&context);
+    hpc::DistSearchOptions so;
+    so.cluster = clusterSpec;
+    so.mesh = meshSpec;
+    so.report = reportFile;
+    if (autoParallel) {
+      so.maxStages = 1;
+      so.sequenceParallel = false;
+      so.expertParallel = false;
+    }
+    search.addPass(hpc::createDistSearch(so));
+    if (failed(search.run(*module)))
+      return 1;
+    if (autoParallel) {
+      FailureOr<std::string> mesh = hpc::planMesh(*module);
+      if (failed(mesh))
+        return userError("the searched plan has no single-stage dp x tp form to compile");
+      options.mesh = *mesh;
+    }
+  }
   PassManager pm(&context);
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -304,9 +328,9 @@ int main(int argc, char **argv) {
     return userError("--auto-parallel searches the plan; --mesh gives one: use one of them");
   if ((!reportFile.empty() || globalBatch) && clusterSpec.empty())
     return userError("--report and --global-batch need --cluster");
-  if (!clusterSpec.empty() && emit != "mlir")
-    return userError("a searched plan (--cluster) is reported, not compiled yet: "
-                     "compile with --mesh=dp=N,tp=N for data and tensor parallelism");
+  if (!clusterSpec.empty() && emit != "mlir" && globalBatch)
+    return userError("--global-batch applies to a reported plan; a compiled one runs the "
+                     "input's batch (set it with --input-shape)");
   if (!clusterSpec.empty() && !hpc::isONNXPath(inputFile))
     return userError("--cluster applies to ONNX inputs; for MLIR use --dist-search=cluster=...");
   if (emit != "mlir")

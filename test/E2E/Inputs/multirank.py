@@ -5,7 +5,7 @@ the bytes the compiler planned.
 usage: multirank.py --hpc-opt HPC_OPT --mpirun "MPIRUN ..." --model M.onnx
                     --input-shape N=D,.. --input NAME=FILE.npy --mesh SPEC
                     --ranks N --work DIR [--partitioned PER_RANK.mlir]
-                    [--compile-flag=FLAG ...]
+                    [--compile-flag=FLAG ...] [--search-cluster CLUSTER.json]
 
 With --partitioned, the mesh binary is compiled from that per-rank program
 (partitioned elsewhere, e.g. by upstream shard-partition) and the planned
@@ -42,6 +42,9 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
     ap.add_argument("--partitioned")
+    ap.add_argument("--search-cluster",
+                    help="compile the mesh binary with --cluster=FILE --auto-parallel "
+                         "(the plan the search picks) instead of --mesh")
     ap.add_argument("--compile-flag", action="append", default=[],
                     help="extra hpc-opt flag for the mesh binary (repeatable)")
     a = ap.parse_args()
@@ -54,8 +57,10 @@ def main():
         with open(a.partitioned) as f:
             planned = int(re.search(r"dist.bytes_per_rank = (\d+)", f.read()).group(1))
     else:
-        log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape,
-                   "--mesh=" + a.mesh, "-o", multi] + a.compile_flag)
+        how = (["--cluster=" + a.search_cluster, "--auto-parallel"] if a.search_cluster
+               else ["--mesh=" + a.mesh])
+        log = run([a.hpc_opt, a.model, "--input-shape", a.input_shape, "-o", multi] + how +
+                  a.compile_flag)
         planned = int(re.search(r"each rank sends (\d+) bytes", log).group(1))
     inputs = [arg for i in a.input for arg in ("--input", i)]
     run([single, "run"] + inputs + ["--output-dir", os.path.join(a.work, "out1")])
