@@ -188,11 +188,16 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     const char *region = t.region == hpc::Region::Input   ? "input"
                          : t.region == hpc::Region::Arena ? "arena"
                                                           : "weights";
-    tensors.push_back(Object{{"dtype", hpc::runtimeDType(t.type.getElementType())},
-                             {"shape", std::move(shape)},
-                             {"region", region},
-                             {"index", t.index},
-                             {"offset", t.offset}});
+    Object tensor{{"dtype", hpc::runtimeDType(t.type.getElementType())},
+                  {"shape", std::move(shape)},
+                  {"region", region},
+                  {"index", t.index},
+                  {"offset", t.offset}};
+    if (!t.rankAxes.empty()) {
+      tensor["rank_axes"] = Array(t.rankAxes);
+      tensor["rank_stride"] = t.rankStride;
+    }
+    tensors.push_back(std::move(tensor));
   }
   m["tensors"] = std::move(tensors);
   Array ops;

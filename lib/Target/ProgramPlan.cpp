@@ -228,6 +228,27 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       }
       continue;
     }
+    // A weight's piece along its outermost split dimension is contiguous:
+    // a view at a rank-dependent offset, no copy (the runtime resolves it).
+    if (auto slice = dyn_cast<hpc::dist::AllSliceOp>(op)) {
+      int32_t src = plan.tensorIds.lookup(slice.getInput());
+      auto in = cast<RankedTensorType>(slice.getInput().getType());
+      bool outermost = llvm::all_of(in.getShape().take_front(slice.getDim()),
+                                    [](int64_t d) { return d == 1; });
+      hpc::dist::MeshAttr mesh = hpc::dist::lookupMesh(&op);
+      if (plan.tensors[root[src]].region == Region::Weights && outermost && mesh &&
+          plan.tensors[src].rankAxes.empty()) {
+        TensorSlot slot = plan.tensors[src];
+        for (Attribute a : slice.getAxes())
+          slot.rankAxes.push_back(mesh.axisIndex(cast<StringAttr>(a).getValue()));
+        if (failed(addTensor(op.getResult(0), slot)))
+          return failure();
+        plan.tensors.back().rankStride = plan.tensors.back().bytes;
+        grow();
+        root.back() = root[src];
+        continue;
+      }
+    }
     if (isView(&op)) {
       int32_t src = plan.tensorIds.lookup(op.getOperand(0));
       TensorSlot slot = plan.tensors[src];

@@ -8,6 +8,8 @@
 
 #include "Context.h"
 
+#include "../comm/MpiComm.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -244,6 +246,19 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
         if (x.region == Region::Weights) {
           if (!hasWeights_)
             fail("manifest: " + where + " is in the weights but there is no \"weights\"");
+          if (t.contains("rank_axes")) {
+            const json &ra = t["rank_axes"];
+            if (!ra.is_array() || ra.empty())
+              fail("manifest: " + where + ".rank_axes is not a non-empty array");
+            for (const json &a : ra) {
+              if (!a.is_number_integer())
+                fail("manifest: " + where + ".rank_axes has a non-integer entry");
+              x.rankAxes.push_back(a.get<int64_t>());
+            }
+            x.rankStride = intField(t, "rank_stride", where);
+            if (x.rankStride < 0)
+              fail("manifest: " + where + " has a negative rank_stride");
+          }
           if (end > weightsBytes_)
             fail("manifest: " + where + " ends at byte " + std::to_string(end) +
                  ", beyond the weights' " + std::to_string(weightsBytes_) + " bytes");
@@ -315,6 +330,25 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
       if (mesh_.size() > 16)
         fail("manifest: the mesh has " + std::to_string(mesh_.size()) +
              " axes (at most 16)");
+    }
+    // Rank pieces: known axes, and the last rank's piece inside the weights.
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const Tensor &x = tensors_[i];
+      if (x.rankAxes.empty())
+        continue;
+      std::string where = "tensors[" + std::to_string(i) + "]";
+      int64_t g = 1;
+      for (int64_t a : x.rankAxes) {
+        if (a < 0 || a >= static_cast<int64_t>(mesh_.size()))
+          fail("manifest: " + where + ".rank_axes names mesh axis " + std::to_string(a) +
+               ", which the mesh does not have");
+        g *= mesh_[a].size;
+      }
+      uint64_t end = static_cast<uint64_t>(x.offset) +
+                     static_cast<uint64_t>(g - 1) * static_cast<uint64_t>(x.rankStride) + x.bytes;
+      if (end > weightsBytes_)
+        fail("manifest: " + where + "'s last rank piece ends at byte " + std::to_string(end) +
+             ", beyond the weights' " + std::to_string(weightsBytes_) + " bytes");
     }
     auto bit = m.find("bytes_per_rank");
     if (bit != m.end() && bit->is_number_integer())
@@ -509,6 +543,11 @@ void hpcrt_ctx::prepare() {
       break;
     case Region::Weights:
       t.data = const_cast<uint8_t *>(weightsData_) + t.offset;
+      if (!t.rankAxes.empty()) {
+        if (!comm_)
+          fail("a weight is split over the mesh, but the ranks of the mesh were not started");
+        t.data = static_cast<uint8_t *>(t.data) + comm_->group(t.rankAxes).index * t.rankStride;
+      }
       break;
     }
   }

@@ -53,6 +53,11 @@ struct Tensor {
   Region region = Region::Arena;
   int64_t index = 0;  ///< input number (Region::Input)
   int64_t offset = 0; ///< byte offset (Region::Arena, Region::Weights)
+  /// A rank's piece of a weight (a split along its outermost dimension, so
+  /// no copy): the data is at offset + i * rankStride, i = this rank's
+  /// group index over the mesh axes rankAxes.
+  std::vector<int64_t> rankAxes;
+  int64_t rankStride = 0;
   void *data = nullptr;
 
   int rank() const { return static_cast<int>(shape.size()); }

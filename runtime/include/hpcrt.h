@@ -59,6 +59,11 @@
  *                  "index": 0, "offset": 0}, ...],
  *          region: "input" (index = input number), "arena" (offset in the
  *          arena), "weights" (offset in the weights data section).
+ *          A weights tensor may be a rank's piece of a weight split along
+ *          its outermost dimension (a dist.all_slice planned as a view):
+ *          "rank_axes": [mesh axis indices], "rank_stride": bytes; its
+ *          data starts at offset + i * rank_stride, i = this rank's group
+ *          index over rank_axes (every rank's piece inside the weights).
  *     "ops": [{"name": "hpc.matmul", "loc": "node name"}, ...],
  *     "mesh": {"axes": [{"name": "dp", "size": 2, "level": "inter_node"},
  *                       {"name": "tp", "size": 2, "level": "intra_node"}]},

@@ -150,3 +150,26 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
     return %c : tensor<4xf32>
   }
 }
+
+// -----
+
+// A weight's piece along its outermost dimension is a view at a
+// rank-dependent offset (tensor 3: rank_axes [tp], 64 bytes per tp index),
+// with no kernel; a piece of an inner dimension is not contiguous and is
+// still copied by hpcrt_all_slice.
+// CHECK-LABEL: module attributes {dist.mesh
+// CHECK: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22rank_axes\22:[1],\22rank_stride\22:64,\22region\22:\22weights\22,\22shape\22:[2,8]}
+// CHECK: llvm.call @hpcrt_all_slice(
+// CHECK-NOT: llvm.call @hpcrt_all_slice(
+// CHECK: llvm.call @hpcrt_add(
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 2 : intra_node>} {
+  func.func @main(%x: tensor<2x8xf32>) -> tensor<2x2xf32> {
+    %w = hpc.weight "w" : tensor<4x8xf32> = dense<1.0>
+    %v = hpc.weight "v" : tensor<8x4xf32> = dense<2.0>
+    %ws = dist.all_slice %w over ["tp"] dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+    %vs = dist.all_slice %v over ["tp"] dim 1 : tensor<8x4xf32> -> tensor<8x2xf32>
+    %a = hpc.add %x, %ws : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    %b = hpc.matmul %a, %vs : (tensor<2x8xf32>, tensor<8x2xf32>) -> tensor<2x2xf32>
+    return %b : tensor<2x2xf32>
+  }
+}

@@ -161,3 +161,30 @@ TEST(Reduce, HalfTypesRoundAfterEveryStep) {
   r = reduce<uint16_t>(HPCRT_BF16, 4, {floatToBf16(1)}, {floatToBf16(0.5f)}, 2);
   EXPECT_EQ(bf16ToFloat(r[0]), 0.75f);
 }
+
+TEST(Mesh, RankPiecesOfWeights) {
+  // A weight f32[8] split over tp (4 ranks): each rank's piece f32[2] is a
+  // view 8 bytes further per tp index.
+  json m = distModel(true);
+  m["weights"] = {{"file", "w.safetensors"}, {"bytes", 32}, {"hash", "0000000000000000"}};
+  m["tensors"].push_back({{"dtype", 1}, {"shape", {2}}, {"region", "weights"}, {"offset", 0},
+                          {"rank_axes", {1}}, {"rank_stride", 8}});
+  Context c(m.dump());
+  EXPECT_EQ(c.tensor(2).rankAxes, std::vector<int64_t>{1});
+  EXPECT_EQ(c.tensor(2).rankStride, 8);
+
+  json bad = m;
+  bad["tensors"][2]["rank_axes"] = {2};
+  EXPECT_NE(errorOf([&] { Context c(bad.dump()); })
+                .find("tensors[2].rank_axes names mesh axis 2, which the mesh does not have"),
+            std::string::npos);
+  bad = m;
+  bad["tensors"][2]["rank_stride"] = 12;
+  EXPECT_NE(errorOf([&] { Context c(bad.dump()); })
+                .find("tensors[2]'s last rank piece ends at byte 44, beyond the weights' 32 bytes"),
+            std::string::npos);
+  bad = m;
+  bad["tensors"][2]["rank_axes"] = json::array();
+  EXPECT_NE(errorOf([&] { Context c(bad.dump()); }).find("rank_axes is not a non-empty array"),
+            std::string::npos);
+}

@@ -31,6 +31,11 @@ struct TensorSlot {
   int64_t offset = 0;
   int64_t bytes = 0;
   mlir::RankedTensorType type;
+  /// A rank's piece of a weight split along its outermost dimension (a
+  /// dist.all_slice planned as a view): the data starts rankStride bytes
+  /// further per group index over these mesh axes (indices).
+  std::vector<int64_t> rankAxes;
+  int64_t rankStride = 0;
 };
 
 struct ProgramPlan {
