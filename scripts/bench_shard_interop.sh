@@ -14,6 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 $H examples/gpt2.onnx --input-shape input_ids=2,16 -o "$work/gpt2.mlir"
 $H examples/mlp.onnx --input-shape x=4,784 -o "$work/mlp.mlir"
+$H examples/cnn.onnx -o "$work/cnn.mlir"
 # The transformers exports of test/models (batch 1: dp has nothing to split).
 for m in bert gpt2 llama mixtral t5 vit; do
   $H "test/models/$m.onnx" -o "$work/hf-$m.mlir"
@@ -40,6 +41,7 @@ row() {
 for model in gpt2 mlp; do
   for mesh in tp=2 tp=4 dp=2,tp=2; do row $model $mesh; done
 done
+for mesh in tp=2 tp=4; do row cnn $mesh; done
 for m in bert gpt2 llama mixtral t5 vit; do
   for mesh in tp=2 tp=4; do row hf-$m $mesh; done
 done

@@ -140,7 +140,20 @@ ELEMENTWISE_RULE(WhereOp)
 ELEMENTWISE_RULE(ConstantOp)
 ELEMENTWISE_RULE(WeightOp)
 ELEMENTWISE_RULE(ExpandOp)
-ELEMENTWISE_RULE(BatchNormOp)
+
+/// Per-channel parameters (scale, bias, mean, variance) follow dimension 1,
+/// not numpy's right alignment.
+ShardingRule BatchNormOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> dims;
+  for (int64_t size : shapeOf(getResult()))
+    dims.push_back(rule.addFactor(size));
+  rule.operandDims.push_back(dims);
+  for (unsigned i = 1; i < getNumOperands(); ++i)
+    rule.operandDims.push_back({dims[1]});
+  rule.resultDims = {dims};
+  return rule;
+}
 
 //===----------------------------------------------------------------------===//
 // Contractions

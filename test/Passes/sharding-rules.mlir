@@ -2,7 +2,7 @@
 
 func.func @rules(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256xf32>,
                  %img: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %ids: tensor<2x16xi64>,
-                 %emb: tensor<100x64xf32>) {
+                 %emb: tensor<100x64xf32>, %bn: tensor<1x8x4x8xf32>) {
   // CHECK: hpc.matmul: [f0, f1, f3], [f3, f2] -> [f0, f1, f2] reduction{f3}
   %0 = hpc.matmul %x, %w : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
   // Broadcast: the bias maps onto the last factor only.
@@ -29,5 +29,10 @@ func.func @rules(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256
   %8 = hpc.layer_norm %x, %b2 : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
   // CHECK: hpc.slice: [f0, f3, f2] -> [f0, f1, f2] replicated{f1, f3}
   %9 = hpc.slice %x {starts = array<i64: 0, 2, 0>, ends = array<i64: 2, 10, 64>, steps = array<i64: 1, 1, 1>} : (tensor<2x16x64xf32>) -> tensor<2x8x64xf32>
+  // Batch norm's per-channel parameters follow dimension 1 (here of size 8,
+  // like the width: numpy's right alignment would pick the width).
+  // CHECK: hpc.batch_norm: [f0, f1, f2, f3], [f1], [f1], [f1], [f1] -> [f0, f1, f2, f3]
+  %c = hpc.weight "c" : tensor<8xf32>
+  %10 = hpc.batch_norm %bn, %c, %c, %c, %c : (tensor<1x8x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<1x8x4x8xf32>
   return
 }
