@@ -1,0 +1,97 @@
+//===- CommQueueTest.cpp - the asynchronous ops' communication thread -----===//
+//
+// comm/CommQueue without MPI: jobs run in start order on one thread, wait
+// blocks for its token's job and then runs its finish step, errors come
+// back at the wait (or from finishRun when nothing waited), and without a
+// thread every job runs at submit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeTestUtils.h"
+#include "comm/CommQueue.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using hpcrt::comm::CommQueue;
+
+namespace {
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(CommQueue, RunsJobsInStartOrderOffTheCallingThread) {
+  for (bool threaded : {true, false}) {
+    CommQueue q(threaded);
+    std::mutex mu;
+    std::vector<int> order;
+    std::vector<std::thread::id> threads;
+    int keys[3];
+    for (int i = 0; i < 3; ++i)
+      q.submit(&keys[i], "job " + std::to_string(i), [&, i] {
+        // The first job is the slowest: a later one must not overtake it.
+        if (i == 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(i);
+        threads.push_back(std::this_thread::get_id());
+      });
+    q.wait(&keys[2]);
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2})) << "threaded " << threaded;
+    q.wait(&keys[0]);
+    q.wait(&keys[1]);
+    for (std::thread::id t : threads)
+      EXPECT_EQ(t == std::this_thread::get_id(), !threaded);
+  }
+}
+
+TEST(CommQueue, WaitRunsTheFinishStepAfterLaterJobsWereQueued) {
+  CommQueue q(true);
+  std::atomic<int> step{0};
+  int a, b;
+  std::vector<int> seen;
+  q.submit(&a, "post", [&] { seen.push_back(step++); }, [&] { seen.push_back(10 + step++); });
+  q.submit(&b, "later", [&] { seen.push_back(step++); });
+  q.wait(&b);
+  q.wait(&a); // the finish step runs now, after "later"
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 12}));
+}
+
+TEST(CommQueue, ErrorsComeBackAtTheWaitOrFromFinishRun) {
+  CommQueue q(true);
+  int a, b, c;
+  q.submit(&a, "op 3 (dist.all_reduce_start)", [] { throw std::runtime_error("boom"); },
+           [] { FAIL() << "no finish step after a failed job"; });
+  q.submit(&b, "op 4 (dist.recv_start)", [] {});
+  EXPECT_EQ(errorOf([&] { q.wait(&a); }), "op 3 (dist.all_reduce_start): boom");
+  q.wait(&b);
+  EXPECT_NE(errorOf([&] { q.wait(&a); }).find("no started op produced"), std::string::npos);
+  q.submit(&c, "op 5 (dist.send_start)", [] { throw std::runtime_error("lost"); });
+  EXPECT_EQ(q.finishRun(), "op 5 (dist.send_start): lost");
+  EXPECT_EQ(q.finishRun(), "");
+}
+
+TEST(CommQueue, DrainWaitsForEverythingQueued) {
+  CommQueue q(true);
+  std::atomic<int> done{0};
+  int keys[4];
+  for (int &k : keys)
+    q.submit(&k, "job", [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ++done;
+    });
+  q.drain();
+  EXPECT_EQ(done.load(), 4);
+}
