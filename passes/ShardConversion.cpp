@@ -38,7 +38,7 @@ bool isRankedNonScalar(Value v) {
   return t && t.getRank() > 0;
 }
 
-std::optional<shd::ReductionKind> toShard(ReductionKind k) {
+shd::ReductionKind toShard(ReductionKind k) {
   switch (k) {
   case ReductionKind::sum:
     return shd::ReductionKind::Sum;
@@ -51,7 +51,7 @@ std::optional<shd::ReductionKind> toShard(ReductionKind k) {
   case ReductionKind::avg:
     return shd::ReductionKind::Average;
   }
-  return std::nullopt;
+  llvm_unreachable("every dist reduction has a shard counterpart");
 }
 
 std::optional<ReductionKind> toDist(shd::ReductionKind k) {
@@ -99,7 +99,7 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
   Block *entry = nullptr;
 
   /// The shard.sharding for the dimensions of `s` (partial axes dropped).
-  Value shardingValue(OpBuilder &, Location loc, const Sharding &s) {
+  Value shardingValue(Location loc, const Sharding &s) {
     SmallVector<shd::GridAxesAttr> split;
     for (const auto &axes : s.dims)
       split.push_back(shd::GridAxesAttr::get(&getContext(), gridAxes(axes)));
@@ -120,7 +120,7 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
   }
 
   Value annotate(OpBuilder &b, Location loc, Value v, const Sharding &s, bool forUsers) {
-    return shd::ShardOp::create(b, loc, v, shardingValue(b, loc, s), forUsers).getResult();
+    return shd::ShardOp::create(b, loc, v, shardingValue(loc, s), forUsers).getResult();
   }
 
   /// Shardings of the definition annotations written so far.
@@ -131,7 +131,7 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
     if (!isRankedNonScalar(v))
       return;
     OpBuilder b(&getContext());
-    Value sharding = shardingValue(b, v.getLoc(), s);
+    Value sharding = shardingValue(v.getLoc(), s);
     // A graph input is annotated after the shardings at the top.
     if (isa<BlockArgument>(v))
       b.setInsertionPointAfter(sharding.getDefiningOp());
@@ -170,27 +170,19 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
     return annotate(b, loc, v, need, /*forUsers=*/true);
   }
 
-  /// The shard counterpart of a dist collective; null (after an error) when
-  /// there is none.
+  /// The shard counterpart of a dist collective; failure (after an error)
+  /// when there is none.
   FailureOr<Value> convertCollective(Operation *op) {
     OpBuilder b(op);
     Location loc = op->getLoc();
     Type type = op->getNumResults() ? op->getResult(0).getType() : Type();
-    auto kind = [&](ReductionKind k) -> FailureOr<shd::ReductionKind> {
-      if (auto s = toShard(k))
-        return *s;
-      return failure();
-    };
-    if (auto o = dyn_cast<AllReduceOp>(op)) {
-      auto k = kind(o.getReduction());
+    if (auto o = dyn_cast<AllReduceOp>(op))
       return Value(shd::AllReduceOp::create(b, loc, type, kGridName, gridAxes(o.getAxes()),
-                                            o.getInput(), *k));
-    }
-    if (auto o = dyn_cast<ReduceScatterOp>(op)) {
-      auto k = kind(o.getReduction());
+                                            o.getInput(), toShard(o.getReduction())));
+    if (auto o = dyn_cast<ReduceScatterOp>(op))
       return Value(shd::ReduceScatterOp::create(b, loc, type, kGridName, gridAxes(o.getAxes()),
-                                                o.getInput(), *k, APInt(64, o.getDim())));
-    }
+                                                o.getInput(), toShard(o.getReduction()),
+                                                APInt(64, o.getDim())));
     if (auto o = dyn_cast<AllGatherOp>(op))
       return Value(shd::AllGatherOp::create(b, loc, type, kGridName, gridAxes(o.getAxes()),
                                             o.getInput(), APInt(64, o.getDim())));
