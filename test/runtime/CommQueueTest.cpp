@@ -18,19 +18,7 @@
 #include <vector>
 
 using hpcrt::comm::CommQueue;
-
-namespace {
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const std::exception &e) {
-    return e.what();
-  }
-  return "";
-}
-
-} // namespace
+using hpcrt::test::errorOf;
 
 TEST(CommQueue, RunsJobsInStartOrderOffTheCallingThread) {
   for (bool threaded : {true, false}) {

@@ -12,15 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// The header's definition, written out independently.
 uint64_t referenceHash(const std::string &s) {
   uint64_t h = 0xcbf29ce484222325ULL;

@@ -12,15 +12,6 @@ using namespace hpcrt::test;
 
 namespace {
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
 // --- a tiny protobuf encoder for TensorProto fixtures ---
 void varint(std::vector<uint8_t> &o, uint64_t v) {
   while (v >= 0x80) {

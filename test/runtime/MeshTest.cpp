@@ -20,15 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// x f32[4] input, y f32[4] arena; one op dist.all_reduce.
 json distModel(bool withMesh) {
   json m = {{"version", 1},

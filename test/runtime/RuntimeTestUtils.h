@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -62,6 +63,16 @@ void hpcrt_not(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const dou
 }
 
 namespace hpcrt::test {
+
+/// The message of the exception `f` throws ("" when it throws none).
+inline std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
 
 using KFn = void (*)(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
                      const char *const *);
