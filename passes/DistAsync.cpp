@@ -1,9 +1,10 @@
 //===- DistAsync.cpp - collectives in their asynchronous form -------------===//
 //
-// Each synchronous collective becomes `<op>_start` where it stood and a
-// `dist.wait` right before its first use, so the kernels in between run
-// while the data moves (the runtime's communication thread does the
-// moving). The traffic is unchanged.
+// Each synchronous collective becomes `<op>_start` as early as its operand
+// allows (right after the operand's definition) and a `dist.wait` right
+// before its first use, so the kernels in between run while the data moves
+// (the runtime's communication thread does the moving). The traffic is
+// unchanged; the starts keep their relative order, which every rank shares.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 #include "hpc/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace hpc {
 #define GEN_PASS_DEF_DISTASYNCCOLLECTIVES
@@ -49,6 +51,7 @@ Operation *startOf(OpBuilder &b, Operation *op) {
 struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncCollectives> {
   void runOnOperation() override {
     SmallVector<Operation *> collectives;
+    llvm::DenseSet<Operation *> started;
     getOperation().walk([&](Operation *op) {
       if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastOp>(op))
         collectives.push_back(op);
@@ -66,8 +69,23 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         if (!first || inBlock->isBeforeInBlock(first))
           first = inBlock;
       }
+      // Start as early as the operand allows: right after its definition
+      // (dist-partition places a collective just before the op that needs
+      // it, which may be long after the data is ready).
       OpBuilder b(op);
+      Value input = op->getOperand(0);
+      Block *block = op->getBlock();
+      Block::iterator at = op->getIterator();
+      if (Operation *def = input.getDefiningOp(); def && def->getBlock() == block)
+        at = std::next(def->getIterator());
+      else if (!def && cast<BlockArgument>(input).getOwner() == block)
+        at = block->begin();
+      // After the starts already placed there, so starts keep program order.
+      while (at != op->getIterator() && started.contains(&*at))
+        ++at;
+      b.setInsertionPoint(block, at);
       Operation *start = startOf(b, op);
+      started.insert(start);
       b.setInsertionPoint(first ? first : op->getNextNode());
       auto wait = WaitOp::create(b, op->getLoc(), result.getType(), start->getResult(0));
       result.replaceAllUsesWith(wait.getResult());

@@ -175,12 +175,13 @@ def DistCommReport : Pass<"dist-comm-report", "mlir::ModuleOp"> {
 }
 
 def DistAsyncCollectives : Pass<"dist-async-collectives", "mlir::ModuleOp"> {
-  let summary = "Start collectives where they stand and wait right before the first use";
+  let summary = "Start collectives as early as possible and wait right before the first use";
   let description = [{
     Rewrites every synchronous collective (all_reduce, reduce_scatter,
     all_gather, all_to_all, broadcast) of a per-rank program into its
-    `_start` form at the same place and a `dist.wait` just before the first
-    op that uses the result, so the kernels in between overlap with the
+    `_start` form as early as its operand allows (right after the operand's
+    definition; starts keep program order) and a `dist.wait` just before the
+    first op that uses the result, so the kernels in between overlap with the
     communication (the runtime moves the data on its communication thread).
     What is sent does not change.
   }];

@@ -1,8 +1,9 @@
 // RUN: hpc-opt %s --dist-async-collectives | FileCheck %s
 
-// Each collective starts where it stood and is waited for right before its
-// first use, so the relu runs while the all_reduce moves data; a result
-// only returned is waited for before the return.
+// Each collective starts as early as its operand allows and is waited for
+// right before its first use, so the relu runs while the all_reduce moves
+// data; a result only returned is waited for before the return. Starts
+// keep program order.
 
 // CHECK-LABEL: func.func @main
 // CHECK: %[[T:.+]] = dist.all_reduce_start %arg0 over ["tp"] sum : tensor<4x8xf32> -> !dist.token<tensor<4x8xf32>>
@@ -20,5 +21,21 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
     %r = hpc.relu %x : tensor<4x8xf32>
     %a = hpc.add %s, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     return %a, %g : tensor<4x8xf32>, tensor<8x8xf32>
+  }
+
+  // A collective placed just before its user starts right after its
+  // operand is computed, ahead of the unrelated neg.
+  // CHECK-LABEL: func.func @late
+  // CHECK: %[[R:.+]] = hpc.relu %arg0
+  // CHECK-NEXT: %[[T:.+]] = dist.all_reduce_start %[[R]]
+  // CHECK-NEXT: %[[N:.+]] = hpc.neg %arg0
+  // CHECK-NEXT: %[[S:.+]] = dist.wait %[[T]]
+  // CHECK-NEXT: hpc.add %[[S]], %[[N]]
+  func.func @late(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %r = hpc.relu %x : tensor<4x8xf32>
+    %n = hpc.neg %x : tensor<4x8xf32>
+    %s = dist.all_reduce %r over ["tp"] sum : tensor<4x8xf32> -> tensor<4x8xf32>
+    %a = hpc.add %s, %n : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %a : tensor<4x8xf32>
   }
 }

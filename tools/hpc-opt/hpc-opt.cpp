@@ -106,9 +106,9 @@ static llvm::cl::opt<int64_t> globalBatch(
 
 static llvm::cl::opt<bool> asyncCollectives(
     "async-collectives",
-    llvm::cl::desc("With --mesh: start each collective where it is issued and "
-                   "wait for it right before its first use, so kernels in "
-                   "between overlap with the communication"),
+    llvm::cl::desc("With --mesh: start each collective as soon as its operand "
+                   "is computed and wait for it right before its first use, so "
+                   "kernels in between overlap with the communication"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
 static llvm::cl::opt<bool> noFuse(
