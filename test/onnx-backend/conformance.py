@@ -41,6 +41,10 @@
 # A `wrong` line is a known bug, never a way to accept a result: keep the
 # reason clear and the bug filed.
 #
+# With --mesh SPEC every model is compiled partitioned over that mesh and run
+# under --mpirun with --ranks ranks; the outcomes must be the single-rank
+# ones (conformance-mesh.test).
+#
 # Standard library plus onnx and numpy only: it runs with Debian's
 # /usr/bin/python3 (python3-onnx 1.12).
 #
@@ -219,6 +223,8 @@ def shorten(text, limit=150):
 def compile_model(args, model, bind_dir, exe):
     """(outcome, detail): 'ok', 'unsupported' or 'wrong'."""
     cmd = [args.hpc_opt, model, "-o", exe]
+    if args.mesh:
+        cmd.append("--mesh=" + args.mesh)
     if bind_dir:
         cmd.insert(2, "--bind-inputs=" + bind_dir)
     try:
@@ -270,6 +276,8 @@ def run_data_set(args, exe, inputs, outputs, set_dir, work):
     out_dir = os.path.join(work, "out-" + set_name)
     os.makedirs(out_dir, exist_ok=True)
     cmd = [exe, "run"]
+    if args.mesh:
+        cmd = args.mpirun.split() + ["-n", str(args.ranks)] + cmd
     for k, (name, elem, _) in enumerate(inputs):
         path = os.path.join(set_dir, "input_%d.pb" % k)
         if not os.path.isfile(path):
@@ -454,6 +462,15 @@ def main():
                         help="also fail when the overall pass rate is lower")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print every model's outcome")
+    parser.add_argument("--mesh", metavar="SPEC",
+                        help="compile every model partitioned over this mesh "
+                             "(--mesh of hpc-opt) and run it under --mpirun "
+                             "with --ranks ranks: the partitioned executables "
+                             "must give the same outcomes")
+    parser.add_argument("--ranks", type=int, default=2,
+                        help="ranks of the mesh (with --mesh; default 2)")
+    parser.add_argument("--mpirun", default="mpirun --allow-run-as-root --oversubscribe",
+                        help="the launcher (with --mesh)")
     args = parser.parse_args()
 
     hpc_opt = shutil.which(args.hpc_opt)
