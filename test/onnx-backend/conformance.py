@@ -202,9 +202,22 @@ def fmt(value):
 # --- one model -------------------------------------------------------------
 
 
+LAUNCH_RETRIES = []
+
+
+def launch_failure(out):
+    """Whether a failed mpirun run never got to the program: no line of the
+    program's own (its errors name the executable or a rank) and no rank that
+    died (mpirun reports those as 'exited on signal' / 'noticed that')."""
+    program = re.compile(r"(^|\s)\S+\.bin: |^rank \d+: |exited on signal|noticed that",
+                         re.M)
+    return "mpirun" in out.lower() and not program.search(out)
+
+
 def first_line(text):
+    # mpirun frames its messages with lines of dashes: skip those.
     for line in text.splitlines():
-        if line.strip():
+        if line.strip() and line.strip().strip("-"):
             return line.strip()
     return "(no output)"
 
@@ -291,12 +304,20 @@ def run_data_set(args, exe, inputs, outputs, set_dir, work):
             path = npy
         cmd += ["--input", "%s=%s" % (name, path)]
     cmd += ["--output-dir", out_dir, "--threads", str(args.threads)]
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE,
-                              timeout=args.run_timeout)
-    except subprocess.TimeoutExpired:
-        return "%s: run timed out after %d s" % (set_name, args.run_timeout)
+    for attempt in range(3):
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE,
+                                  timeout=args.run_timeout)
+        except subprocess.TimeoutExpired:
+            return "%s: run timed out after %d s" % (set_name, args.run_timeout)
+        out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        if proc.returncode == 0 or not args.mesh or not launch_failure(out):
+            break
+        # The launcher could not start the ranks (seen once in thousands of
+        # runs on an oversubscribed machine): try again, and say so.
+        LAUNCH_RETRIES.append("%s/%s: %s" % (os.path.basename(os.path.dirname(exe)),
+                                             set_name, first_line(out)))
     if proc.returncode != 0:
         out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
         return "%s: run failed, %s: %s" % (
@@ -558,6 +579,11 @@ def main():
 
     wrong = [r for r in results if r[1] == "wrong"]
     print("wrong answers: %d" % len(wrong))
+    if LAUNCH_RETRIES:
+        print("runs retried after the launcher failed to start them: %d" %
+              len(LAUNCH_RETRIES))
+        for line in LAUNCH_RETRIES:
+            print("  " + line)
     for rel, _, detail, work in wrong:
         known = " [listed]" if expected.get(rel, ("",))[0] == "wrong" else ""
         print("  %s%s: %s" % (rel, known, detail))
