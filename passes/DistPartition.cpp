@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace hpc {
 #define GEN_PASS_DEF_DISTPARTITION
@@ -55,6 +56,16 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     return collective->getResult(0);
   }
 
+  /// Mesh axes some tensor is split (or partial) over.
+  llvm::StringSet<> usedAxes;
+  void noteAxes(const Sharding &s) {
+    for (const auto &axes : s.dims)
+      for (const auto &a : axes)
+        usedAxes.insert(a);
+    for (const auto &a : s.partial)
+      usedAxes.insert(a);
+  }
+
   /// Values already brought to a sharding: later uses that need the same
   /// sharding reuse them (a residual stream gathered once, not per use).
   llvm::DenseMap<std::pair<Value, Attribute>, Value> resharded;
@@ -63,6 +74,7 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
   /// collectives at the builder's position (or reusing an earlier result).
   Value reshard(OpBuilder &b, Location loc, Value cur, const Sharding &from,
                 const Sharding &to) {
+    noteAxes(to);
     if (from == to)
       return cur;
     std::pair<Value, Attribute> key{cur, to.toAttr(&getContext())};
@@ -213,6 +225,7 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
                << inferred[r] << " differs from the planned " << expected[r];
       result.setType(inferred[r]);
       locals[result] = {result, results[r]};
+      noteAxes(results[r]);
     }
     if (gemmC) {
       b.setInsertionPointAfter(op);
@@ -275,10 +288,19 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       }
     module->setAttr("dist.bytes_per_rank",
                     IntegerAttr::get(IntegerType::get(&getContext(), 64), bytesPerRank));
-    if (report)
+    if (report) {
       llvm::errs() << "dist-partition: each rank sends " << bytesPerRank
                    << " bytes per step in " << collectives << " collectives on mesh "
                    << mesh << "\n";
+      // An axis nothing is split over makes its ranks repeat each other's
+      // work (a batch of 1 under dp, a model without weight contractions
+      // under tp): correct, but worth knowing before launching them.
+      for (auto [name, size] : llvm::zip(mesh.getNames(), mesh.getSizes()))
+        if (size > 1 && !usedAxes.contains(name.getValue()))
+          llvm::errs() << "dist-partition: note: mesh axis '" << name.getValue()
+                       << "' splits no tensor; its " << size
+                       << " ranks compute the same values\n";
+    }
   }
 };
 
