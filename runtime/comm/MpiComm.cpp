@@ -72,19 +72,24 @@ MpiComm::MpiComm(std::vector<MeshAxis> mesh, MPI_Comm world)
   // of the world to reach it (pipeline stages run different code). Members
   // are ordered by their row-major index over the subset in mesh order.
   unsigned subsets = 1u << mesh_.size();
-  for (unsigned mask = 1; mask < subsets && mesh_.size() <= 6; ++mask) {
-    int64_t color = 0, key = 0;
-    for (size_t a = 0; a < mesh_.size(); ++a) {
-      if (mask & (1u << a))
-        key = key * mesh_[a].size + coords_[a];
-      else
-        color = color * mesh_[a].size + coords_[a];
-    }
-    MPI_Comm c;
-    checkMpi(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
-             "MPI_Comm_split");
-    subsetComms_[mask] = c;
+  for (unsigned mask = 1; mask < subsets && mesh_.size() <= 6; ++mask)
+    subsetComms_[mask] = splitSubset(mask);
+}
+
+MPI_Comm MpiComm::splitSubset(unsigned mask) {
+  // Ranks agreeing on the other axes share a communicator (the color); the
+  // key orders them row-major over the subset's axes.
+  int64_t color = 0, key = 0;
+  for (size_t a = 0; a < mesh_.size(); ++a) {
+    if (mask & (1u << a))
+      key = key * mesh_[a].size + coords_[a];
+    else
+      color = color * mesh_[a].size + coords_[a];
   }
+  MPI_Comm c;
+  checkMpi(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
+           "MPI_Comm_split");
+  return c;
 }
 
 MpiComm::~MpiComm() {
@@ -118,17 +123,7 @@ const Group &MpiComm::group(const std::vector<int64_t> &axes) {
   if (cit == subsetComms_.end()) {
     // Meshes of more than 6 axes: split on first use (every rank of the
     // world must reach this collective).
-    int64_t color = 0, key = 0;
-    for (size_t a = 0; a < mesh_.size(); ++a) {
-      if (mask & (1u << a))
-        key = key * mesh_[a].size + coords_[a];
-      else
-        color = color * mesh_[a].size + coords_[a];
-    }
-    MPI_Comm c;
-    checkMpi(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
-             "MPI_Comm_split");
-    cit = subsetComms_.emplace(mask, c).first;
+    cit = subsetComms_.emplace(mask, splitSubset(mask)).first;
   }
   g.comm = cit->second;
   g.size = 1;
@@ -396,11 +391,6 @@ bool MpiComm::finishRecv(PendingRecv &p) {
   }
   p.requests.clear();
   return true;
-}
-
-bool MpiComm::recv(void *data, size_t bytes, int axis, int64_t offset) {
-  PendingRecv p = postRecv(data, bytes, axis, offset);
-  return finishRecv(p);
 }
 
 void MpiComm::completeSends() {

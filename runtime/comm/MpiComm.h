@@ -103,11 +103,10 @@ public:
   void broadcast(void *data, size_t bytes, int root, const Group &g);
   /// Point-to-point along one mesh axis: the peer's coordinate on `axis` is
   /// this rank's + offset (no peer outside [0, size): send does nothing,
-  /// recv returns false). Sends are buffered (never block).
+  /// finishRecv returns false). Sends are buffered (never block). A receive
+  /// comes in two halves, so that recv_start can post it and return:
+  /// postRecv returns at once, finishRecv blocks until the data is in.
   void send(const void *data, size_t bytes, int axis, int64_t offset);
-  bool recv(void *data, size_t bytes, int axis, int64_t offset);
-  /// recv in two halves, for recv_start: post() returns at once, finish()
-  /// blocks until the data is in (false when there is no peer).
   struct PendingRecv {
     std::vector<MPI_Request> requests;
     std::vector<int> sizes;
@@ -136,6 +135,8 @@ private:
   CommStats stats_;
 
   void *scratch(size_t bytes);
+  /// The communicator of the ranks that differ only on the axes in `mask`.
+  MPI_Comm splitSubset(unsigned mask);
   /// Posts the receive and the send (each split in pieces MPI's int counts
   /// can express), waits for both, and counts the bytes sent.
   void exchange(const void *sendBuf, size_t sendBytes, int dest, void *recvBuf,
