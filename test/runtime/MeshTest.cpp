@@ -156,13 +156,20 @@ TEST(Reduce, HalfTypesRoundAfterEveryStep) {
 TEST(Mesh, RankPiecesOfWeights) {
   // A weight f32[8] split over tp (4 ranks): each rank's piece f32[2] is a
   // view 8 bytes further per tp index.
+  const float w[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   json m = distModel(true);
-  m["weights"] = {{"file", "w.safetensors"}, {"bytes", 32}, {"hash", "0000000000000000"}};
+  m["weights"] = {{"file", "w.safetensors"},
+                  {"bytes", 32},
+                  {"hash", hashString(hpcrt_hash64(w, sizeof(w)))}};
   m["tensors"].push_back({{"dtype", 1}, {"shape", {2}}, {"region", "weights"}, {"offset", 0},
                           {"rank_axes", {1}}, {"rank_stride", 8}});
   Context c(m.dump());
   EXPECT_EQ(c.tensor(2).rankAxes, std::vector<int64_t>{1});
   EXPECT_EQ(c.tensor(2).rankStride, 8);
+  // The piece depends on the rank: without the mesh's ranks there is none.
+  c.setWeightsData(w, sizeof(w));
+  EXPECT_EQ(errorOf([&] { c.prepare(); }),
+            "a weight is split over the mesh, but the ranks of the mesh were not started");
 
   json bad = m;
   bad["tensors"][2]["rank_axes"] = {2};
