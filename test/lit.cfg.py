@@ -63,9 +63,11 @@ if os.path.isdir(config.onnx_testdata_dir):
     config.available_features.add("onnx-testdata")
 
 # Multi-rank tests run the compiled binaries under OpenMPI's mpirun (as root
-# in CI, and with more ranks than cores).
+# in CI, and with more ranks than cores), each launch with a session
+# directory of its own: lit runs several at once (see mpirun-private.sh).
 import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
     config.substitutions.append(
-        ("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+        ("%mpirun", "%s mpirun --allow-run-as-root --oversubscribe" %
+         os.path.join(os.path.dirname(__file__), "mpirun-private.sh")))

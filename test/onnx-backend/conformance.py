@@ -54,6 +54,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -211,6 +212,10 @@ def launch_failure(out):
     died (mpirun reports those as 'exited on signal' / 'noticed that')."""
     program = re.compile(r"(^|\s)\S+\.bin: |^rank \d+: |exited on signal|noticed that",
                          re.M)
+    # A rank that failed in OpenMPI's own start-up (orte_init: its session
+    # directory, ...) never got to the program, whatever mpirun then says.
+    if "orte_init failed" in out:
+        return True
     return "mpirun" in out.lower() and not program.search(out)
 
 
@@ -290,7 +295,7 @@ def run_data_set(args, exe, inputs, outputs, set_dir, work):
     os.makedirs(out_dir, exist_ok=True)
     cmd = [exe, "run"]
     if args.mesh:
-        cmd = args.mpirun.split() + ["-n", str(args.ranks)] + cmd
+        cmd = shlex.split(args.mpirun) + ["-n", str(args.ranks)] + cmd
     for k, (name, elem, _) in enumerate(inputs):
         path = os.path.join(set_dir, "input_%d.pb" % k)
         if not os.path.isfile(path):

@@ -285,8 +285,10 @@ class Env:
         return d, exe
 
     def mpi(self, n, exe, *args, extra_env=None):
+        # A session directory of its own: another mpirun (lit's) may run at
+        # the same time (see test/mpirun-private.sh).
         env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_MCA_btl_vader_single_copy_mechanism="none",
-                   OMPI_MCA_rmaps_base_oversubscribe="1")
+                   OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_orte_tmpdir_base=self.tmp)
         if extra_env:
             env.update(extra_env)
         cmd = [self.mpirun, "--allow-run-as-root", "--oversubscribe", "-n", str(n), exe, *args]
