@@ -188,6 +188,23 @@ def DistAsyncCollectives : Pass<"dist-async-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::dist::DistDialect"];
 }
 
+def DistWeightPieces : Pass<"dist-weight-pieces", "mlir::ModuleOp"> {
+  let summary = "Store the pieces of weights a per-rank program reads, so it copies none";
+  let description = [{
+    Moves to compile time what a per-rank program would copy out of its
+    weights on every run. A weight read only through static `hpc.slice` ops
+    (QKV unfusing) becomes one weight per slice, named after the weight and
+    the box (`w[0:64,0:64]`). A weight read only through `dist.all_slice` ops
+    of one split that is not along its outermost dimension (a
+    column-parallel piece) is stored piece-major, `tensor<G x piece>` with
+    a `dist.pieces_of` attribute giving the original shape and split dim, and
+    each all_slice takes its row along dim 0, reshaped to the piece: the
+    runtime plans that as a view at a rank-dependent offset. The weights data
+    keeps its size. Runs in `hpc-compile` before lowering.
+  }];
+  let dependentDialects = ["hpc::HPCDialect", "hpc::dist::DistDialect"];
+}
+
 def ConvertDistToShard : Pass<"convert-dist-to-shard", "mlir::ModuleOp"> {
   let summary = "Translate dist meshes, shardings and collectives to upstream shard";
   let description = [{

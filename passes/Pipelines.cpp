@@ -14,6 +14,10 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(createHPCFuseComposites());
   if (!options.mesh.empty())
     buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
+  // Weight pieces a per-rank program reads become stored data (no-op for
+  // a single-rank program).
+  if (options.weightPieces)
+    pm.addPass(createDistWeightPieces());
   HPCLowerToRuntimeOptions lower;
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;

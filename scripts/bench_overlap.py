@@ -14,17 +14,15 @@ Needs build/bin/hpc-opt, numpy and mpirun.
 """
 import argparse
 import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HPC_OPT = os.path.join(ROOT, "build", "bin", "hpc-opt")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2"]
+import mpibench
+from mpibench import HPC_OPT, ms_per_run, run
+
+MPIRUN = mpibench.MPIRUN + ["-n", "2"]
 
 
 def program(elements, n, comm, compute):
@@ -47,13 +45,6 @@ def program(elements, n, comm, compute):
     return (f"module attributes {{dist.mesh = #dist.mesh<tp = 2 : intra_node>}} {{\n"
             f'  func.func @main(%x: {x} {{hpc.name = "x"}}, %a: {a} {{hpc.name = "a"}}) -> ({outs}) {{\n'
             f"    {lines}\n    return {', '.join(results)} : {', '.join(types)}\n  }}\n}}\n")
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
-    return p.stdout + p.stderr
 
 
 def main():
@@ -90,7 +81,7 @@ def main():
         for k, b in bins.items():
             out = run(MPIRUN + [b, "run"] + inputs + ["--output-dir", os.path.join(work, "out-" + k),
                                                       "--iters", str(a.iters), "--threads", "1"])
-            times[k].append(float(re.search(r"time: ([\d.]+) ms/run", out).group(1)))
+            times[k].append(ms_per_run(out))
         print(f"{r + 1:>5} " + " ".join(f"{times[k][-1]:>9.1f}" for k in bins))
     med = {k: statistics.median(v) for k, v in times.items()}
     print("median" + " ".join(f"{med[k]:>10.1f}" for k in bins))

@@ -11,9 +11,12 @@
 #include "HPC/HPCOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
 using namespace mlir;
@@ -281,6 +284,22 @@ void WeightOp::print(OpAsmPrinter &p) {
     p << " = ";
     p.printAttributeWithoutType(*value);
   }
+}
+
+ElementsAttr hpc::elementsFromBytes(RankedTensorType type, StringRef name, ArrayRef<char> bytes,
+                                   bool allowResource) {
+  if (allowResource && int64_t(bytes.size()) > kInlineDataBytes) {
+    // Resource keys are printed as identifiers; keep them readable and safe.
+    std::string key = name.empty() ? "tensor" : name.str();
+    for (char &c : key)
+      if (!llvm::isAlnum(c) && c != '_' && c != '.')
+        c = '_';
+    int64_t eltBytes = std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        bytes, std::max<int64_t>(eltBytes, 8), /*dataIsMutable=*/false);
+    return DenseResourceElementsAttr::get(type, key, std::move(blob));
+  }
+  return DenseElementsAttr::getFromRawBuffer(type, bytes);
 }
 
 LogicalResult WeightOp::verify() {

@@ -125,6 +125,16 @@ namespace hpc {
 mlir::Value addGemmBias(mlir::OpBuilder &b, mlir::Location loc, GemmOp gemm,
                         mlir::Value product, mlir::Value c);
 
+/// Data above this many bytes is a resource blob (kept apart from the
+/// printed IR), smaller data an inline dense attribute.
+constexpr int64_t kInlineDataBytes = 1024;
+
+/// Weight or constant data of `type` (not i1) from its row-major bytes: a
+/// resource blob named after `name` above kInlineDataBytes when
+/// `allowResource`, else inline dense. `bytes` must fit `type`.
+mlir::ElementsAttr elementsFromBytes(mlir::RankedTensorType type, llvm::StringRef name,
+                                     llvm::ArrayRef<char> bytes, bool allowResource = true);
+
 } // namespace hpc
 
 #endif // HPC_DIALECT_HPC_HPCOPS_H

@@ -34,6 +34,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions"),
                     llvm::cl::init(true)};
+  Option<bool> weightPieces{
+      *this, "weight-pieces",
+      llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "
+                     "instead of copying them on every run"),
+      llvm::cl::init(true)};
 };
 
 /// hpc module -> LLVM dialect calling libhpcrt: simplify, fuse composite

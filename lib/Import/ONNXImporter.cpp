@@ -31,10 +31,6 @@ using namespace mlir;
 using namespace hpc;
 using namespace hpc::detail;
 
-/// Initializers and constants at most this large stay inline in the IR; bigger
-/// ones become dense_resource blobs, which the printer keeps out of the ops.
-static constexpr int64_t kInlineBytes = 1024;
-
 int64_t hpc::detail::numElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -346,28 +342,18 @@ FailureOr<ElementsAttr> Importer::tensorData(const onnx::TensorProto &t,
     // Normalize to 0/1 bytes, the layout of both bool attribute forms.
     for (char &c : raw)
       c = c != 0;
-    if (!allowResource || bytes <= kInlineBytes) {
+    if (!allowResource || bytes <= hpc::kInlineDataBytes) {
       SmallVector<bool> bits(raw.begin(), raw.end());
       return cast<ElementsAttr>(DenseElementsAttr::get(type, bits));
     }
   }
-  if (allowResource && bytes > kInlineBytes) {
-    // Resource keys are printed as identifiers; keep them readable and safe.
-    std::string key = t.name().empty() ? "tensor" : t.name();
-    for (char &c : key)
-      if (!llvm::isAlnum(c) && c != '_' && c != '.')
-        c = '_';
-    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-        ArrayRef<char>(raw.data(), raw.size()), std::max<int64_t>(eltBytes, 8),
-        /*dataIsMutable=*/false);
-    return cast<ElementsAttr>(
-        DenseResourceElementsAttr::get(type, key, std::move(blob)));
-  }
+  // (Large bools stay one byte each, in a resource blob.)
   bool isSplat = false;
-  if (!DenseElementsAttr::isValidRawBuffer(type, ArrayRef<char>(raw.data(), raw.size()), isSplat))
+  if (!elt->isInteger(1) &&
+      !DenseElementsAttr::isValidRawBuffer(type, ArrayRef<char>(raw.data(), raw.size()), isSplat))
     return fail("tensor '" + t.name() + "' has malformed data");
-  return cast<ElementsAttr>(
-      DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(raw.data(), raw.size())));
+  return hpc::elementsFromBytes(type, t.name(), ArrayRef<char>(raw.data(), raw.size()),
+                                allowResource);
 }
 
 FailureOr<Value> Importer::materializeInitializer(const onnx::TensorProto &t) {
@@ -393,7 +379,7 @@ FailureOr<Value> Importer::materializeInitializer(const onnx::TensorProto &t) {
   // external file stays unread.
   bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
   bool isWeight = (isa<FloatType>(*elt) && numElements(shape) > 1) ||
-                  bytes > kInlineBytes || (options.shapesOnly && external);
+                  bytes > hpc::kInlineDataBytes || (options.shapesOnly && external);
   Value v;
   if (isWeight) {
     ElementsAttr data;

@@ -60,9 +60,7 @@ std::string hpc::weightsHashHex(StringRef data) {
   return hex;
 }
 
-/// Little-endian bytes of an elements attribute (splats expanded, i1 as one
-/// byte per element).
-static FailureOr<std::string> elementBytesOf(ElementsAttr attr) {
+FailureOr<std::string> hpc::elementBytesOf(ElementsAttr attr) {
   auto type = cast<ShapedType>(attr.getType());
   int64_t n = type.getNumElements();
   Type elt = type.getElementType();
@@ -187,7 +185,7 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
         value = *w.getValue();
         name = w.getName().str();
       }
-      auto bytes = elementBytesOf(value);
+      auto bytes = hpc::elementBytesOf(value);
       if (failed(bytes))
         return op.emitOpError("has data the compiler cannot read"), failure();
       TensorSlot slot;

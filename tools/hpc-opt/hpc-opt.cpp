@@ -115,6 +115,12 @@ static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<bool> noWeightPieces(
+    "no-weight-pieces",
+    llvm::cl::desc("With --emit: copy the pieces of weights a rank reads on "
+                   "every run instead of storing them (for comparison)"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
 /// Prints one line and returns the exit status for a user error.
 static int userError(const llvm::Twine &message) {
   llvm::errs() << "hpc-opt: error: " << message << "\n";
@@ -173,6 +179,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   }
   options.modelName = llvm::sys::path::filename(inputFile).str();
   options.fuse = !noFuse;
+  options.weightPieces = !noWeightPieces;
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;

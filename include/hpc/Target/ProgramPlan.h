@@ -57,6 +57,10 @@ struct ProgramPlan {
 /// type the runtime lacks) on the op and fails.
 mlir::FailureOr<ProgramPlan> planProgram(mlir::func::FuncOp func);
 
+/// Little-endian bytes of an elements attribute (splats expanded, i1 as one
+/// byte per element); failure for data the compiler cannot read.
+mlir::FailureOr<std::string> elementBytesOf(mlir::ElementsAttr attr);
+
 /// The runtime's dtype code (the ONNX data type) of an element type, or -1.
 int32_t runtimeDType(mlir::Type elementType);
 
