@@ -137,6 +137,32 @@ static bool importOptions(hpc::ImportOptions &options, std::string &error) {
   return true;
 }
 
+/// A location as a user reads it: FILE:LINE:COL (FILE alone for an ONNX
+/// model, whose ops have no line), then the ONNX node or initializer name;
+/// empty when unknown.
+static std::string describeLocation(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    std::string s = file.getFilename().str();
+    if (file.getLine())
+      s += ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
+    return s;
+  }
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string where = describeLocation(name.getChildLoc());
+    std::string quoted = "'" + name.getName().str() + "'";
+    return where.empty() ? quoted : where + ": " + quoted;
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location part : fused.getLocations())
+      if (std::string s = describeLocation(part); !s.empty())
+        return s;
+    return "";
+  }
+  if (auto call = dyn_cast<CallSiteLoc>(loc))
+    return describeLocation(call.getCallee());
+  return "";
+}
+
 /// --emit=llvm|obj|exe: import or parse, run hpc-compile, write the result.
 static int compile(const std::string &inputFile, const std::string &outputFile,
                    StringRef emit, DialectRegistry &registry) {
@@ -146,10 +172,9 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
     if (diag.getSeverity() != DiagnosticSeverity::Error)
       return success();
-    std::string loc;
-    llvm::raw_string_ostream os(loc);
-    diag.getLocation().print(os);
-    llvm::errs() << "hpc-opt: error: " << loc << ": " << diag.str() << "\n";
+    std::string where = describeLocation(diag.getLocation());
+    llvm::errs() << "hpc-opt: error: " << (where.empty() ? "" : where + ": ") << diag.str()
+                 << "\n";
     return success();
   });
 
