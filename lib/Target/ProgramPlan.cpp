@@ -199,7 +199,19 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
         return op.emitOpError("data size does not match its type"), failure();
       grow();
       root.back() = plan.tensors.size() - 1;
-      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1)});
+      std::string piecesOf;
+      if (auto pieces = op.getAttrOfType<DictionaryAttr>("dist.pieces_of")) {
+        auto shape = pieces.getAs<DenseI64ArrayAttr>("shape");
+        auto dim = pieces.getAs<IntegerAttr>("dim");
+        if (!shape || !dim)
+          return op.emitOpError("dist.pieces_of needs 'shape' and 'dim'"), failure();
+        llvm::json::Array dims;
+        for (int64_t d : shape.asArrayRef())
+          dims.push_back(d);
+        llvm::raw_string_ostream(piecesOf) << llvm::json::Value(llvm::json::Object{
+            {"shape", std::move(dims)}, {"dim", dim.getInt()}});
+      }
+      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1), piecesOf});
       continue;
     }
     // An asynchronous op reads its operands until its wait: they stay live
@@ -332,10 +344,10 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
   llvm::json::Object meta;
   meta["hpc_hash"] = weightsHashHex(plan.weightsData);
   meta["format"] = "hpc-opt weights";
-  header["__metadata__"] = std::move(meta);
   llvm::StringMap<int> seen;
-  for (auto &[name, id] : plan.weightEntries) {
-    const TensorSlot &t = plan.tensors[id];
+  for (const ProgramPlan::WeightEntry &w : plan.weightEntries) {
+    const std::string &name = w.name;
+    const TensorSlot &t = plan.tensors[w.tensor];
     llvm::json::Object entry;
     entry["dtype"] = safetensorsDType(t.type.getElementType());
     llvm::json::Array shape;
@@ -347,8 +359,12 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
     std::string key = name;
     if (int n = seen[name]++)
       key += "#" + std::to_string(n);
+    // How to put a piece-major weight back into the model's shape.
+    if (!w.piecesOf.empty())
+      meta["pieces_of." + key] = w.piecesOf;
     header[key] = std::move(entry);
   }
+  header["__metadata__"] = std::move(meta);
   std::string json;
   llvm::raw_string_ostream(json) << llvm::json::Value(std::move(header));
   json.resize(alignUp(json.size() + 8) - 8, ' '); // data section 64-aligned

@@ -45,9 +45,16 @@ struct ProgramPlan {
   std::vector<mlir::Operation *> kernels;
   /// Planned arena size: the peak of simultaneously live intermediates.
   int64_t arenaBytes = 0;
-  /// The weights data section and its named entries (name, tensor id).
+  /// The weights data section and its named entries.
+  struct WeightEntry {
+    std::string name;
+    int32_t tensor;
+    /// For a weight stored piece-major (dist-weight-pieces), the model's
+    /// shape and the split dim as JSON, {"shape":[...],"dim":D}; else empty.
+    std::string piecesOf;
+  };
   std::string weightsData;
-  std::vector<std::pair<std::string, int32_t>> weightEntries;
+  std::vector<WeightEntry> weightEntries;
   /// Graph inputs and outputs: (name, tensor id).
   std::vector<std::pair<std::string, int32_t>> inputs, outputs;
 };
