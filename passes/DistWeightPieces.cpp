@@ -12,7 +12,9 @@
 //    row 0..G-1 of it (its outermost dimension, which the runtime plans as a
 //    view at a rank-dependent offset, not a copy), reshaped to the piece.
 //
-// The weights data keeps its size: the original weight goes away.
+// The original weight goes away, so the weights data keeps its size when the
+// slices partition it (QKV) and always for piece-major storage. Slices of
+// weights in a single-rank program are stored the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,9 +45,7 @@ std::string sliceBytes(StringRef data, ArrayRef<int64_t> inShape, int64_t eltByt
   SmallVector<int64_t> inStride(rank, eltBytes);
   for (int64_t i = rank - 2; i >= 0; --i)
     inStride[i] = inStride[i + 1] * inShape[i + 1];
-  int64_t count = 1;
-  for (int64_t d : shape)
-    count *= d;
+  int64_t count = ShapedType::getNumElements(shape);
   std::string out;
   out.reserve(count * eltBytes);
   if (count == 0)

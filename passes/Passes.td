@@ -200,7 +200,8 @@ def DistWeightPieces : Pass<"dist-weight-pieces", "mlir::ModuleOp"> {
     a `dist.pieces_of` attribute giving the original shape and split dim, and
     each all_slice takes its row along dim 0, reshaped to the piece: the
     runtime plans that as a view at a rank-dependent offset. The weights data
-    keeps its size. Runs in `hpc-compile` before lowering.
+    keeps its size (for slices, when they partition the weight, as QKV's
+    do). Runs in `hpc-compile` before lowering.
   }];
   let dependentDialects = ["hpc::HPCDialect", "hpc::dist::DistDialect"];
 }

@@ -14,8 +14,8 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(createHPCFuseComposites());
   if (!options.mesh.empty())
     buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
-  // Weight pieces a per-rank program reads become stored data (no-op for
-  // a single-rank program).
+  // Weight pieces a per-rank program reads (and slices of weights in any
+  // program) become stored data.
   if (options.weightPieces)
     pm.addPass(createDistWeightPieces());
   HPCLowerToRuntimeOptions lower;
