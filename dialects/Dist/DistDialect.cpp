@@ -41,6 +41,33 @@ void DistDialect::initialize() {
       >();
 }
 
+/// `dist.pieces_of = {shape = array<i64: ...>, dim = D}` says that the op's
+/// result, tensor<G x piece>, is a weight of `shape` cut into G pieces along
+/// `dim` and stored piece after piece.
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != "dist.pieces_of")
+    return success();
+  auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+  auto shape = dict ? dict.getAs<DenseI64ArrayAttr>("shape") : nullptr;
+  auto dim = dict ? dict.getAs<IntegerAttr>("dim") : nullptr;
+  if (!shape || !dim)
+    return op->emitOpError("'dist.pieces_of' must be {shape = array<i64: ...>, dim = D}");
+  auto type = op->getNumResults() == 1 ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                                       : RankedTensorType();
+  int64_t rank = shape.size(), d = dim.getInt();
+  if (!type || type.getRank() != rank + 1 || d < 0 || d >= rank)
+    return op->emitOpError("'dist.pieces_of' needs one result of rank ")
+           << rank + 1 << " (pieces, then the piece's dims) and a dim below " << rank;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t expected = type.getDimSize(i + 1) * (i == d ? type.getDimSize(0) : 1);
+    if (shape[i] != expected)
+      return op->emitOpError("'dist.pieces_of': ")
+             << type << " is not " << type.getDimSize(0) << " pieces along dim " << d
+             << " of a tensor of shape [" << shape.asArrayRef() << "]";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MeshAttr
 //===----------------------------------------------------------------------===//

@@ -29,6 +29,8 @@ def Dist_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+  // `dist.pieces_of` on a weight stored piece-major (dist-weight-pieces).
+  let hasOperationAttrVerify = 1;
 }
 
 def Dist_TopologyLevel : I32EnumAttr<"TopologyLevel", "topology level of a mesh axis", [

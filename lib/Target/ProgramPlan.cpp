@@ -199,19 +199,8 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
         return op.emitOpError("data size does not match its type"), failure();
       grow();
       root.back() = plan.tensors.size() - 1;
-      std::string piecesOf;
-      if (auto pieces = op.getAttrOfType<DictionaryAttr>("dist.pieces_of")) {
-        auto shape = pieces.getAs<DenseI64ArrayAttr>("shape");
-        auto dim = pieces.getAs<IntegerAttr>("dim");
-        if (!shape || !dim)
-          return op.emitOpError("dist.pieces_of needs 'shape' and 'dim'"), failure();
-        llvm::json::Array dims;
-        for (int64_t d : shape.asArrayRef())
-          dims.push_back(d);
-        llvm::raw_string_ostream(piecesOf) << llvm::json::Value(llvm::json::Object{
-            {"shape", std::move(dims)}, {"dim", dim.getInt()}});
-      }
-      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1), piecesOf});
+      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1),
+                                    op.getAttrOfType<DictionaryAttr>("dist.pieces_of")});
       continue;
     }
     // An asynchronous op reads its operands until its wait: they stay live
@@ -359,9 +348,15 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
     std::string key = name;
     if (int n = seen[name]++)
       key += "#" + std::to_string(n);
-    // How to put a piece-major weight back into the model's shape.
-    if (!w.piecesOf.empty())
-      meta["pieces_of." + key] = w.piecesOf;
+    // How to put a piece-major weight back into the model's shape (the
+    // dist dialect verified the attribute): {"shape":[...],"dim":D}.
+    if (w.piecesOf) {
+      llvm::json::Array dims(w.piecesOf.getAs<DenseI64ArrayAttr>("shape").asArrayRef());
+      std::string layout;
+      llvm::raw_string_ostream(layout) << llvm::json::Value(llvm::json::Object{
+          {"shape", std::move(dims)}, {"dim", w.piecesOf.getAs<IntegerAttr>("dim").getInt()}});
+      meta["pieces_of." + key] = layout;
+    }
     header[key] = std::move(entry);
   }
   header["__metadata__"] = std::move(meta);

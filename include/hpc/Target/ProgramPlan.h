@@ -49,9 +49,9 @@ struct ProgramPlan {
   struct WeightEntry {
     std::string name;
     int32_t tensor;
-    /// For a weight stored piece-major (dist-weight-pieces), the model's
-    /// shape and the split dim as JSON, {"shape":[...],"dim":D}; else empty.
-    std::string piecesOf;
+    /// `dist.pieces_of` of a weight stored piece-major (dist-weight-pieces):
+    /// the model's shape and the split dim; null otherwise.
+    mlir::DictionaryAttr piecesOf;
   };
   std::string weightsData;
   std::vector<WeightEntry> weightEntries;

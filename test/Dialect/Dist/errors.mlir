@@ -322,3 +322,18 @@ module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
     return %0 : tensor<1xf32>
   }
 }
+
+// -----
+
+// expected-error @+1 {{'hpc.weight' op 'dist.pieces_of' must be {shape = array<i64: ...>, dim = D}}}
+%w0 = hpc.weight "w" {dist.pieces_of = {dim = 1 : i64}} : tensor<2x2x2xf32> = dense<1.0>
+
+// -----
+
+// expected-error @+1 {{'hpc.weight' op 'dist.pieces_of' needs one result of rank 3 (pieces, then the piece's dims) and a dim below 2}}
+%w1 = hpc.weight "w" {dist.pieces_of = {shape = array<i64: 2, 4>, dim = 2 : i64}} : tensor<2x2x2xf32> = dense<1.0>
+
+// -----
+
+// expected-error @+1 {{'hpc.weight' op 'dist.pieces_of': 'tensor<2x2x2xf32>' is not 2 pieces along dim 1 of a tensor of shape [2, 6]}}
+%w2 = hpc.weight "w" {dist.pieces_of = {shape = array<i64: 2, 6>, dim = 1 : i64}} : tensor<2x2x2xf32> = dense<1.0>
