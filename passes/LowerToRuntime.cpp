@@ -126,11 +126,14 @@ SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
   SmallVector<int32_t> ids{int32_t(op->getNumResults())};
   for (Value r : op->getResults())
     ids.push_back(plan.tensorIds.lookup(r));
-  // Ops with optional operands (gemm, conv, conv_transpose, layer_norm) keep
+  // Ops with optional operands (gemm, conv, conv_transpose, layer_norm,
+  // sgd_update) keep
   // a fixed operand count: the missing trailing operand is -1.
   int32_t expected = op->getNumOperands();
   if (isa<hpc::GemmOp, hpc::ConvOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
     expected = 3;
+  if (isa<hpc::SGDUpdateOp>(op))
+    expected = 4;
   ids.push_back(expected);
   for (Value v : op->getOperands())
     ids.push_back(plan.tensorIds.lookup(v));
@@ -147,6 +150,26 @@ std::string locationName(Location loc) {
       if (auto n = locationName(l); !n.empty())
         return n;
   return "";
+}
+
+/// A dictionary of plain attributes (strings, numbers, booleans, nested
+/// dictionaries) as JSON.
+llvm::json::Value attributeJson(Attribute a) {
+  if (auto d = dyn_cast<DictionaryAttr>(a)) {
+    llvm::json::Object o;
+    for (NamedAttribute n : d)
+      o[n.getName().getValue()] = attributeJson(n.getValue());
+    return o;
+  }
+  if (auto b = dyn_cast<BoolAttr>(a))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto s = dyn_cast<StringAttr>(a))
+    return s.getValue();
+  return nullptr;
 }
 
 std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRef model,
@@ -187,6 +210,7 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
       shape.push_back(d);
     const char *region = t.region == hpc::Region::Input   ? "input"
                          : t.region == hpc::Region::Arena ? "arena"
+                         : t.region == hpc::Region::State ? "state"
                                                           : "weights";
     Object tensor{{"dtype", hpc::runtimeDType(t.type.getElementType())},
                   {"shape", std::move(shape)},
@@ -200,6 +224,27 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     tensors.push_back(std::move(tensor));
   }
   m["tensors"] = std::move(tensors);
+  if (!plan.stateEntries.empty()) {
+    m["state_bytes"] = plan.stateBytes;
+    Array state;
+    for (const hpc::ProgramPlan::StateEntry &e : plan.stateEntries) {
+      Object entry{{"name", e.name}, {"tensor", e.tensor}, {"role", e.role},
+                   {"init", e.initOffset < 0 ? "zeros" : "weights"}};
+      if (e.initOffset >= 0)
+        entry["weights_offset"] = e.initOffset;
+      state.push_back(std::move(entry));
+    }
+    m["state"] = std::move(state);
+  }
+  if (auto train = module->getAttrOfType<DictionaryAttr>("hpc.train")) {
+    llvm::json::Value info = attributeJson(train);
+    Object &o = *info.getAsObject();
+    o["lr_input"] = "hpc.lr";
+    o["step_input"] = "hpc.step";
+    o["loss_output"] = "loss";
+    o["grad_norm_output"] = "grad_norm";
+    m["train"] = std::move(info);
+  }
   Array ops;
   for (Operation *op : plan.kernels)
     ops.push_back(Object{{"name", op->getName().getStringRef()},

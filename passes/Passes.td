@@ -70,6 +70,120 @@ def HPCPrintShardingRules : Pass<"hpc-print-sharding-rules", "mlir::ModuleOp"> {
   }];
 }
 
+def HPCAppendLoss : Pass<"hpc-append-loss", "mlir::ModuleOp"> {
+  let summary = "Make @main return one scalar loss of its outputs";
+  let description = [{
+    `loss` is `cross-entropy:LOGITS,LABELS`, `mse:OUT,TARGET` or
+    `output:NAME`, naming results of @main by their `hpc.name` (the importer
+    returns any graph tensor named by the loss). Cross entropy takes logits
+    `[..., C]` and adds an i64 input LABELS of the logits' shape without the
+    class dim; it is the mean of `-log_softmax(logits)[label]` over the
+    labels that are not -100 (PyTorch's `F.cross_entropy`). MSE adds an
+    input TARGET of OUT's type and is `mean((OUT - TARGET)^2)`. Afterwards
+    @main returns only the loss, named "loss".
+
+    ```mlir
+    func.func @main(%x: tensor<2x3xf32> {hpc.name = "x"}) -> (tensor<2x3xf32> {hpc.name = "logits"})
+    ```
+    with `loss=cross-entropy:logits,labels` becomes
+    ```mlir
+    func.func @main(%x: tensor<2x3xf32> {hpc.name = "x"}, %labels: tensor<2xi64> {hpc.name = "labels"})
+        -> (tensor<f32> {hpc.name = "loss"})
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "cross-entropy:LOGITS,LABELS | mse:OUT,TARGET | output:NAME">
+  ];
+}
+
+def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode gradients of @main's loss with respect to its trainable weights";
+  let description = [{
+    @main must return a 0-d float named "loss" (hpc-append-loss). The
+    trainable weights are the float `hpc.weight`s that reach the loss
+    through a differentiable path, except buffers recognised by their use
+    (batch-norm running statistics) and the names in `freeze`; they become
+    `hpc.variable`s (role "param"). Every op on a path from a trainable
+    weight to the loss builds its operands' gradients through
+    GradientInterface (HPCGradients.cpp); ops without one are all reported,
+    one diagnostic each. @main then returns the loss and one gradient per
+    trainable weight, named `grad.<name>` with `hpc.gradient_of = <name>`.
+    With `wrt-inputs`, the float inputs are differentiated too (gradient
+    checks).
+
+    ```mlir
+    %w = hpc.weight "w" : tensor<3xf32> = dense<...>
+    %y = hpc.mul %w, %x ...
+    ```
+    becomes
+    ```mlir
+    %w = hpc.variable "w" : tensor<3xf32> = dense<...>
+    ... forward ...
+    %gw = hpc.mul %dy, %x ...
+    return %loss, %gw
+    ```
+  }];
+  let options = [
+    ListOption<"freeze", "freeze", "std::string",
+               "Weights not to train (by initializer name)">,
+    Option<"printTrainable", "print-trainable", "bool", /*default=*/"false",
+           "Print the trainable weights (name, shape, elements) to stdout">,
+    Option<"wrtInputs", "wrt-inputs", "bool", /*default=*/"false",
+           "Also differentiate with respect to the float inputs of @main">
+  ];
+  let statistics = [
+    Statistic<"numTrainable", "trainable", "Trainable weights">,
+    Statistic<"numGradientOps", "gradient-ops", "Ops built for the backward pass">
+  ];
+}
+
+def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Append the optimizer step: a train-step program";
+  let description = [{
+    Consumes the gradients hpc-autodiff returns: computes their global L2
+    norm (returned as "grad_norm"), scales them by
+    min(1, clip-norm / (norm + 1e-6)) when `clip-norm` > 0 (PyTorch's
+    clip_grad_norm_), and updates each parameter in place with
+    `hpc.sgd_update` or `hpc.adamw_update`, creating the optimizer's state
+    as zero-initialized `hpc.variable`s (role "optimizer"). The learning
+    rate and the step number become inputs "hpc.lr" (0-d f32) and
+    "hpc.step" (0-d i64), so schedules need no recompile. The module gets
+    `hpc.train`, the dictionary the runtime's train command reads (loss,
+    labels input, batch, optimizer hyperparameters, schedule).
+
+    ```mlir
+    return %loss, %gw        // %gw {hpc.gradient_of = "w"}
+    ```
+    becomes (sgd, momentum 0.9)
+    ```mlir
+    %buf = hpc.variable "w.momentum_buffer" {role = "optimizer"} : tensor<3xf32>
+    hpc.sgd_update %w, %gw, %lr, %buf {momentum = 9.0e-01 : f64} : ...
+    return %loss, %norm
+    ```
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"0.001", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0 for sgd, 0.01 for adamw, as PyTorch)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
+           "Clip the global gradient norm to this (0: no clipping)">,
+    ListOption<"weightDecayExclude", "weight-decay-exclude", "std::string",
+               "Parameters whose name contains one of these get no weight decay">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
+           "constant | cosine:WARMUP,TOTAL | linear:WARMUP,TOTAL">,
+    Option<"keepGradients", "keep-gradients", "bool", /*default=*/"false",
+           "Also return the gradients (grad.<name>), for numerical tests">
+  ];
+}
+
 def HPCLowerToRuntime : Pass<"hpc-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower func @main of hpc ops to LLVM dialect calls of libhpcrt";
   let description = [{

@@ -12,6 +12,11 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   pm.addPass(mlir::createCSEPass());
   if (options.fuse)
     pm.addPass(createHPCFuseComposites());
+  if (options.train) {
+    buildTrainPipeline(pm, options);
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+  }
   if (!options.mesh.empty())
     buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
   // Weight pieces a per-rank program reads (and slices of weights in any
@@ -23,6 +28,30 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   lower.weightsName = options.weightsName;
   lower.modelName = options.modelName;
   pm.addPass(createHPCLowerToRuntime(lower));
+}
+
+void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
+  HPCAppendLossOptions loss;
+  loss.loss = options.loss;
+  pm.addPass(createHPCAppendLoss(loss));
+  HPCAutodiffOptions autodiff;
+  autodiff.freeze = llvm::to_vector(options.freeze);
+  autodiff.printTrainable = options.printTrainable;
+  pm.addPass(createHPCAutodiff(autodiff));
+  HPCOptimizerOptions opt;
+  opt.optimizer = options.optimizer;
+  opt.lr = options.lr;
+  opt.momentum = options.momentum;
+  opt.nesterov = options.nesterov;
+  opt.weightDecay = options.weightDecay;
+  opt.beta1 = options.beta1;
+  opt.beta2 = options.beta2;
+  opt.eps = options.eps;
+  opt.clipNorm = options.clipNorm;
+  opt.weightDecayExclude = llvm::to_vector(options.weightDecayExclude);
+  opt.lrSchedule = options.lrSchedule;
+  opt.keepGradients = options.keepGradients;
+  pm.addPass(createHPCOptimizer(opt));
 }
 
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,

@@ -1,10 +1,10 @@
 //===- HPCDialect.cpp - hpc dialect registration --------------------------===//
 //
-// Registers the hpc ops and materializes folded constants as hpc.constant.
+// Registers the hpc ops (and their gradients) and materializes folded constants as hpc.constant.
 //
 //===----------------------------------------------------------------------===//
 
-#include "HPC/HPCOps.h"
+#include "HPC/HPCBuilder.h"
 
 using namespace mlir;
 using namespace hpc;
@@ -16,6 +16,7 @@ void HPCDialect::initialize() {
 #define GET_OP_LIST
 #include "HPC/HPCOps.cpp.inc"
       >();
+  registerGradientModels(getContext());
 }
 
 Operation *HPCDialect::materializeConstant(OpBuilder &builder, Attribute value,

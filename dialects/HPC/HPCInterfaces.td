@@ -27,4 +27,23 @@ def HPC_ShardingRuleInterface : OpInterface<"ShardingRuleInterface"> {
   ];
 }
 
+def HPC_GradientInterface : OpInterface<"GradientInterface"> {
+  let cppNamespace = "::hpc";
+  let description = [{
+    Reverse-mode derivative of an op (hpc-autodiff): given the gradients of
+    the op's results (null where a result has none), build hpc ops after the
+    insertion point of `b` that compute the gradient of every operand, one
+    entry per operand in order (null for an operand that takes none: an
+    integer index, a mask, a buffer). Attached to the ops in
+    HPCGradients.cpp; an op without it has no gradient.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operand gradients.", "::mlir::LogicalResult",
+                    "buildGradients",
+                    (ins "::mlir::OpBuilder &":$b,
+                         "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+                         "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
 #endif // HPC_INTERFACES_TD

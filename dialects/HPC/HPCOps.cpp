@@ -249,9 +249,9 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
-// hpc.weight "name" : type [= value]; the value prints without its type,
-// which is the result type.
-ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
+// hpc.weight and hpc.variable: `"name" {attrs} : type [= value]`; the value
+// prints without its type, which is the result type.
+static ParseResult parseNamedTensor(OpAsmParser &parser, OperationState &result) {
   StringAttr name;
   Type type;
   // The explicit NoneType stops the string from taking the `: type` that
@@ -268,22 +268,31 @@ ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
     auto elements = dyn_cast<ElementsAttr>(value);
     if (!elements)
       return parser.emitError(parser.getCurrentLocation(),
-                              "weight value must be an elements attribute");
+                              "the value must be an elements attribute");
     result.addAttribute("value", elements);
   }
   result.addTypes(type);
   return success();
 }
 
-void WeightOp::print(OpAsmPrinter &p) {
+static void printNamedTensor(OpAsmPrinter &p, Operation *op, StringAttr name,
+                             std::optional<ElementsAttr> value) {
   p << ' ';
-  p.printAttribute(getNameAttr());
-  p.printOptionalAttrDict((*this)->getAttrs(), /*elidedAttrs=*/{"name", "value"});
-  p << " : " << getType();
-  if (auto value = getValue()) {
+  p.printAttribute(name);
+  p.printOptionalAttrDict(op->getAttrs(), /*elidedAttrs=*/{"name", "value"});
+  p << " : " << op->getResult(0).getType();
+  if (value) {
     p << " = ";
     p.printAttributeWithoutType(*value);
   }
+}
+
+ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parseNamedTensor(parser, result);
+}
+
+void WeightOp::print(OpAsmPrinter &p) {
+  printNamedTensor(p, *this, getNameAttr(), getValue());
 }
 
 ElementsAttr hpc::elementsFromBytes(RankedTensorType type, StringRef name, ArrayRef<char> bytes,
@@ -1022,6 +1031,128 @@ LogicalResult ResizeOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     if (s <= 0 || f <= 0)
       return emitOptionalError(loc, "resize sizes and scales must be positive");
   return push(inferred, adaptor.getSizes(), input->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Training ops (HPCTrainOps.td)
+//===----------------------------------------------------------------------===//
+
+ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parseNamedTensor(parser, result);
+}
+
+void VariableOp::print(OpAsmPrinter &p) {
+  printNamedTensor(p, *this, getNameAttr(), getValue());
+}
+
+LogicalResult VariableOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (getRole() != "param" && getRole() != "optimizer")
+    return emitOpError("role must be \"param\" or \"optimizer\", got \"") << getRole() << "\"";
+  if (auto value = getValue())
+    if (value->getType() != getType())
+      return emitOpError("value type ") << value->getType()
+                                        << " does not match result type " << getType();
+  return success();
+}
+
+/// The update ops' state and gradient operands all have the parameter's type.
+static LogicalResult checkSameAsParam(Operation *op, Value param,
+                                      ArrayRef<std::pair<Value, StringRef>> others) {
+  for (auto [v, what] : others)
+    if (v && v.getType() != param.getType())
+      return op->emitOpError() << what << " type " << v.getType()
+                               << " does not match the parameter type " << param.getType();
+  return success();
+}
+
+LogicalResult SGDUpdateOp::verify() {
+  if (getMomentum().convertToDouble() != 0 && !getMomentumBuffer())
+    return emitOpError("momentum ") << getMomentum().convertToDouble() << " needs a momentum buffer";
+  if (getNesterov() && getMomentum().convertToDouble() == 0)
+    return emitOpError("nesterov needs a non-zero momentum");
+  return checkSameAsParam(*this, getParam(),
+                          {{getGrad(), "gradient"}, {getMomentumBuffer(), "momentum buffer"}});
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (getBeta1().convertToDouble() < 0 || getBeta1().convertToDouble() >= 1 || getBeta2().convertToDouble() < 0 || getBeta2().convertToDouble() >= 1)
+    return emitOpError("betas must be in [0, 1), got ") << getBeta1().convertToDouble() << ", " << getBeta2().convertToDouble();
+  if (getEps().convertToDouble() < 0)
+    return emitOpError("eps must not be negative");
+  return checkSameAsParam(*this, getParam(),
+                          {{getGrad(), "gradient"},
+                           {getExpAvg(), "exp_avg"},
+                           {getExpAvgSq(), "exp_avg_sq"}});
+}
+
+LogicalResult ConvWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto dy = ranked(loc, adaptor.getGradOutput().getType(), "grad_output");
+  if (failed(input) || failed(dy))
+    return failure();
+  int64_t spatial = input->getRank() - 2;
+  if (spatial < 1 || dy->getRank() != input->getRank())
+    return emitOptionalError(loc, "input and grad_output must be [N, C, D...] and "
+                                  "[N, M, O...] of one rank");
+  ArrayRef<int64_t> kernel = adaptor.getKernelShape();
+  if (int64_t(kernel.size()) != spatial)
+    return emitOptionalError(loc, "kernel_shape needs one entry per spatial dimension");
+  if (failed(checkWindowAttrs(loc, spatial, kernel, adaptor.getStrides(), adaptor.getPads(),
+                              adaptor.getDilations())))
+    return failure();
+  int64_t group = adaptor.getGroup();
+  int64_t c = input->getDimSize(1), m = dy->getDimSize(1);
+  if (group < 1 || c % group != 0 || m % group != 0)
+    return emitOptionalError(loc, "channels ", c, " and ", m,
+                             " must be divisible by group ", group);
+  if (input->getDimSize(0) != dy->getDimSize(0))
+    return emitOptionalError(loc, "input and grad_output have different batch sizes");
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t out = windowOutput(input->getDimSize(i + 2), kernel[i], adaptor.getStrides()[i],
+                               adaptor.getPads()[i], adaptor.getPads()[i + spatial],
+                               adaptor.getDilations()[i], false);
+    if (out != dy->getDimSize(i + 2))
+      return emitOptionalError(loc, "grad_output spatial dimension ", i, " is ",
+                               dy->getDimSize(i + 2), " but the convolution gives ", out);
+  }
+  SmallVector<int64_t> shape{m, c / group};
+  shape.append(kernel.begin(), kernel.end());
+  return push(inferred, shape, input->getElementType());
+}
+
+/// A pooling gradient: grad_output must have the pooling's result type; the
+/// result has the input's.
+static LogicalResult inferPoolGrad(std::optional<Location> loc, Type input, Type gradOutput,
+                                   ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                   ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                                   bool ceilMode, SmallVectorImpl<Type> &inferred) {
+  SmallVector<Type> forward;
+  if (failed(hpc::detail::inferPool(loc, input, kernel, strides, pads, dilations, ceilMode,
+                                    forward)))
+    return failure();
+  if (forward.front() != gradOutput)
+    return emitOptionalError(loc, "grad_output type ", gradOutput,
+                             " is not the pooling's result type ", forward.front());
+  inferred.push_back(input);
+  return success();
+}
+
+LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor a, SmallVectorImpl<Type> &inferred) {
+  return inferPoolGrad(loc, a.getInput().getType(), a.getGradOutput().getType(),
+                       a.getKernelShape(), a.getStrides(), a.getPads(), a.getDilations(),
+                       a.getCeilMode(), inferred);
+}
+
+LogicalResult AvgPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor a, SmallVectorImpl<Type> &inferred) {
+  return inferPoolGrad(loc, a.getInput().getType(), a.getGradOutput().getType(),
+                       a.getKernelShape(), a.getStrides(), a.getPads(), a.getDilations(),
+                       a.getCeilMode(), inferred);
 }
 
 #define GET_OP_CLASSES

@@ -687,4 +687,6 @@ def HPC_ResizeOp : HPC_InferOp<"resize"> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
+include "HPCTrainOps.td"
+
 #endif // HPC_OPS_TD

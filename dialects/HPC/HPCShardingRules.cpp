@@ -602,3 +602,61 @@ static ShardingRule poolRule(Operation *op) {
 
 ShardingRule MaxPoolOp::getShardingRule() { return poolRule(*this); }
 ShardingRule AvgPoolOp::getShardingRule() { return poolRule(*this); }
+
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+ELEMENTWISE_RULE(VariableOp)
+
+/// An update splits like its parameter: every tensor operand of the
+/// parameter's shape follows it dim by dim; the 0-d step inputs have no dims.
+static ShardingRule updateRule(Operation *op, Value param) {
+  ShardingRule rule;
+  SmallVector<int64_t> dims;
+  for (int64_t size : shapeOf(param))
+    dims.push_back(rule.addFactor(size));
+  for (Value v : op->getOperands())
+    rule.operandDims.push_back(shapeOf(v).empty() ? SmallVector<int64_t>{} : dims);
+  return rule;
+}
+
+ShardingRule SGDUpdateOp::getShardingRule() { return updateRule(*this, getParam()); }
+ShardingRule AdamWUpdateOp::getShardingRule() { return updateRule(*this, getParam()); }
+
+/// The filter gradient sums over the batch and the output positions: a
+/// split batch leaves partial sums (the data-parallel gradient reduction).
+ShardingRule ConvWeightGradOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput()), dy = shapeOf(getGradOutput());
+  int64_t n = rule.addFactor(in[0], Kind::Reduction);
+  int64_t m = rule.addFactor(dy[1]);
+  int64_t c = getGroup() == 1 ? rule.addFactor(in[1]) : -1;
+  SmallVector<int64_t> inDims{n, c}, dyDims{n, m}, wDims{m, c};
+  for (size_t d = 2; d < in.size(); ++d) {
+    inDims.push_back(rule.addFactor(in[d], Kind::NeedsReplication));
+    dyDims.push_back(rule.addFactor(dy[d], Kind::NeedsReplication));
+    wDims.push_back(-1);
+  }
+  rule.operandDims = {inDims, dyDims};
+  rule.resultDims = {wDims};
+  return rule;
+}
+
+/// Batch and channels split freely; the windows need whole spatial dims.
+static ShardingRule poolGradRule(Operation *op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0)), dy = shapeOf(op->getOperand(1));
+  SmallVector<int64_t> inDims{rule.addFactor(in[0]), rule.addFactor(in[1])};
+  SmallVector<int64_t> dyDims = inDims;
+  for (size_t d = 2; d < in.size(); ++d) {
+    inDims.push_back(rule.addFactor(in[d], Kind::NeedsReplication));
+    dyDims.push_back(rule.addFactor(dy[d], Kind::NeedsReplication));
+  }
+  rule.operandDims = {inDims, dyDims};
+  rule.resultDims = {inDims};
+  return rule;
+}
+
+ShardingRule MaxPoolGradOp::getShardingRule() { return poolGradRule(*this); }
+ShardingRule AvgPoolGradOp::getShardingRule() { return poolGradRule(*this); }

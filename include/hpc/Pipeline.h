@@ -39,7 +39,52 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "
                      "instead of copying them on every run"),
       llvm::cl::init(true)};
+
+  // --- training (docs/training.md): a train step instead of a forward run --
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Compile a train step (loss, backward, optimizer)"),
+                     llvm::cl::init(false)};
+  Option<std::string> loss{
+      *this, "loss",
+      llvm::cl::desc("cross-entropy:LOGITS,LABELS | mse:OUT,TARGET | output:NAME")};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::init("sgd")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate (the train command may override)"),
+                    llvm::cl::init(1e-3)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (default: 0 for sgd, 0.01 for adamw)"), llvm::cl::init(-1.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
+  Option<double> clipNorm{*this, "clip-norm",
+                          llvm::cl::desc("Clip the global gradient norm (0: off)"),
+                          llvm::cl::init(0.0)};
+  ListOption<std::string> weightDecayExclude{
+      *this, "weight-decay-exclude",
+      llvm::cl::desc("No weight decay for parameters whose name contains one of these")};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("constant | cosine:WARMUP,TOTAL | linear:WARMUP,TOTAL"),
+      llvm::cl::init("constant")};
+  ListOption<std::string> freeze{*this, "freeze",
+                                 llvm::cl::desc("Weights not to train (initializer names)")};
+  Option<bool> keepGradients{
+      *this, "keep-gradients",
+      llvm::cl::desc("Also return every gradient (grad.<name>), for numerical tests"),
+      llvm::cl::init(false)};
+  Option<bool> printTrainable{*this, "print-trainable",
+                              llvm::cl::desc("Print the trainable weights"),
+                              llvm::cl::init(false)};
 };
+
+/// The passes that turn a forward @main into a train step: hpc-append-loss,
+/// hpc-autodiff, hpc-optimizer (the training options of `options`).
+void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// hpc module -> LLVM dialect calling libhpcrt: simplify, fuse composite
 /// ops, partition over the mesh (when one is given), plan memory and lower

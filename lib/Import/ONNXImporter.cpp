@@ -789,11 +789,33 @@ OwningOpRef<ModuleOp> Importer::run() {
     results.push_back(v);
     resultTypes.push_back(v.getType());
   }
+  SmallVector<std::string> resultNames;
+  for (const auto &out : graph.output())
+    resultNames.push_back(out.name());
+  for (const std::string &name : options.extraOutputs) {
+    if (llvm::is_contained(resultNames, name))
+      continue;
+    Value v;
+    if (auto it = values.find(name); it != values.end()) {
+      v = it->second;
+    } else if (auto init = initializers.find(name); init != initializers.end()) {
+      auto m = materializeInitializer(*init->second);
+      if (failed(m))
+        return nullptr;
+      v = *m;
+    } else {
+      (void)fail("no tensor '" + name + "' in the model (not a node output, input or initializer)");
+      return nullptr;
+    }
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+    resultNames.push_back(name);
+  }
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, func.getLoc(), results);
   func.setType(b.getFunctionType(argTypes, resultTypes));
-  for (auto [i, out] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "hpc.name", b.getStringAttr(out.name()));
+  for (auto [i, name] : llvm::enumerate(resultNames))
+    func.setResultAttr(i, "hpc.name", b.getStringAttr(name));
 
   // Drop ops that only fed folded shape computations.
   bool changed = true;

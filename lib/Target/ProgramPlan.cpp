@@ -97,6 +97,57 @@ static bool isView(Operation *op) {
   return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
 }
 
+/// A state tensor: a slot in the state region; its initial value (if any)
+/// goes to the weights data under its name, from where the runtime copies it.
+template <typename AddTensor>
+static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
+                                  AddTensor &addTensor) {
+  for (const hpc::ProgramPlan::StateEntry &e : plan.stateEntries)
+    if (e.name == var.getName())
+      return var.emitOpError("state name '") << var.getName() << "' is used twice",
+             failure();
+  hpc::TensorSlot slot;
+  slot.region = hpc::Region::State;
+  slot.offset = alignUp(plan.stateBytes);
+  if (failed(addTensor(var.getResult(), slot)))
+    return failure();
+  int32_t id = plan.tensors.size() - 1;
+  plan.stateBytes = slot.offset + plan.tensors[id].bytes;
+  int64_t init = -1;
+  if (auto value = var.getValue()) {
+    auto bytes = hpc::elementBytesOf(*value);
+    if (failed(bytes) || int64_t(bytes->size()) != plan.tensors[id].bytes)
+      return var.emitOpError("has initial data the compiler cannot read"), failure();
+    plan.weightsData.resize(alignUp(plan.weightsData.size()), '\0');
+    init = plan.weightsData.size();
+    plan.weightsData += *bytes;
+    plan.weightEntries.push_back({var.getName().str(), id, init, nullptr});
+  }
+  plan.stateEntries.push_back({var.getName().str(), id, var.getRole().str(), init});
+  return success();
+}
+
+/// An optimizer update writes its parameter and buffers in place: they must
+/// be state, and no later op may read them (it would see the new values).
+static LogicalResult checkStateUpdate(Operation *op, const hpc::ProgramPlan &plan) {
+  auto written = isa<hpc::SGDUpdateOp>(op) ? SmallVector<unsigned>{0, 3}
+                                           : SmallVector<unsigned>{0, 2, 3};
+  for (unsigned i : written) {
+    if (i >= op->getNumOperands())
+      continue;
+    Value v = op->getOperand(i);
+    if (plan.tensors[plan.tensorIds.lookup(v)].region != hpc::Region::State)
+      return op->emitOpError("updates operand ") << i << ", which is not a state tensor "
+                                                 << "(hpc.variable)",
+             failure();
+    for (Operation *user : v.getUsers())
+      if (user != op && op->isBeforeInBlock(user))
+        return user->emitOpError("reads state that an earlier optimizer update wrote"),
+               failure();
+  }
+  return success();
+}
+
 FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
   ProgramPlan plan;
   if (!func.getBody().hasOneBlock())
@@ -168,6 +219,19 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       int32_t id = plan.tensorIds.lookup(v);
       lastUse[root[id]] = std::max(lastUse[root[id]], index);
     }
+    if (auto var = dyn_cast<hpc::VariableOp>(op)) {
+      if (failed(planVariable(var, plan, addTensor)))
+        return failure();
+      grow();
+      root.back() = plan.tensors.size() - 1;
+      continue;
+    }
+    if (isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(op)) {
+      if (failed(checkStateUpdate(&op, plan)))
+        return failure();
+      plan.kernels.push_back(&op);
+      continue;
+    }
     if (isa<hpc::ConstantOp, hpc::WeightOp>(op)) {
       ElementsAttr value;
       std::string name;
@@ -199,7 +263,7 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
         return op.emitOpError("data size does not match its type"), failure();
       grow();
       root.back() = plan.tensors.size() - 1;
-      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1),
+      plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1), slot.offset,
                                     op.getAttrOfType<DictionaryAttr>("dist.pieces_of")});
       continue;
     }
@@ -343,7 +407,7 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
     for (int64_t d : t.type.getShape())
       shape.push_back(d);
     entry["shape"] = std::move(shape);
-    entry["data_offsets"] = llvm::json::Array{t.offset, t.offset + t.bytes};
+    entry["data_offsets"] = llvm::json::Array{w.dataOffset, w.dataOffset + t.bytes};
     // Names are keys: keep them unique (an initializer used twice is one).
     std::string key = name;
     if (int n = seen[name]++)

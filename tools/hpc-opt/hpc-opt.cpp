@@ -121,6 +121,85 @@ static llvm::cl::opt<bool> noWeightPieces(
                    "every run instead of storing them (for comparison)"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
+static llvm::cl::OptionCategory trainCategory("Training (a train step instead of a forward run)");
+
+static llvm::cl::opt<bool> trainFlag(
+    "train", llvm::cl::desc("Compile a train step: the loss, its gradients and the "
+                            "optimizer update (needs --loss)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> lossSpec(
+    "loss", llvm::cl::desc("cross-entropy:LOGITS,LABELS | mse:OUT,TARGET | output:NAME"),
+    llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> optimizerName(
+    "optimizer", llvm::cl::desc("sgd (default) or adamw"), llvm::cl::init("sgd"),
+    llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> lrFlag("lr", llvm::cl::desc("Learning rate (default 1e-3)"),
+                                    llvm::cl::init(1e-3), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> momentumFlag("momentum", llvm::cl::desc("SGD momentum"),
+                                          llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> nesterovFlag("nesterov", llvm::cl::desc("SGD Nesterov momentum"),
+                                        llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> weightDecayFlag(
+    "weight-decay", llvm::cl::desc("Weight decay (default 0 for sgd, 0.01 for adamw)"),
+    llvm::cl::init(-1.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> beta1Flag("beta1", llvm::cl::desc("AdamW beta1 (0.9)"),
+                                       llvm::cl::init(0.9), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> beta2Flag("beta2", llvm::cl::desc("AdamW beta2 (0.999)"),
+                                       llvm::cl::init(0.999), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW epsilon (1e-8)"),
+                                     llvm::cl::init(1e-8), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> clipNormFlag(
+    "clip-norm", llvm::cl::desc("Clip the global gradient norm to this (0: off)"),
+    llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> weightDecayExcludeFlag(
+    "weight-decay-exclude", llvm::cl::CommaSeparated,
+    llvm::cl::desc("No weight decay for parameters whose name contains one of these"),
+    llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> lrScheduleFlag(
+    "lr-schedule", llvm::cl::desc("constant | cosine:WARMUP,TOTAL | linear:WARMUP,TOTAL"),
+    llvm::cl::init("constant"), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> freezeFlag(
+    "freeze", llvm::cl::CommaSeparated, llvm::cl::desc("Weights not to train"),
+    llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> keepGradientsFlag(
+    "keep-gradients",
+    llvm::cl::desc("Also return every gradient (grad.<name>), for numerical tests"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> printTrainableFlag(
+    "print-trainable", llvm::cl::desc("List the trainable weights (with --train)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> trainModeFlag(
+    "train-mode",
+    llvm::cl::desc("Batch norm on batch statistics and dropout (not supported yet)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+
+/// The training fields of the compile options, from the command line.
+static void trainOptions(hpc::CompileOptions &options) {
+  options.train = trainFlag;
+  options.loss = lossSpec;
+  options.optimizer = optimizerName;
+  options.lr = lrFlag;
+  options.momentum = momentumFlag;
+  options.nesterov = nesterovFlag;
+  options.weightDecay = weightDecayFlag;
+  options.beta1 = beta1Flag;
+  options.beta2 = beta2Flag;
+  options.eps = epsFlag;
+  options.clipNorm = clipNormFlag;
+  options.weightDecayExclude = llvm::to_vector(weightDecayExcludeFlag);
+  options.lrSchedule = lrScheduleFlag;
+  options.freeze = llvm::to_vector(freezeFlag);
+  options.keepGradients = keepGradientsFlag;
+  options.printTrainable = printTrainableFlag;
+}
+
+/// The tensor a --loss reads first (LOGITS, OUT or NAME), which the importer
+/// must return even when it is not a graph output.
+static std::string lossTensor() {
+  StringRef rest = StringRef(lossSpec).split(':').second;
+  return rest.split(',').first.trim().str();
+}
+
 /// Prints one line and returns the exit status for a user error.
 static int userError(const llvm::Twine &message) {
   llvm::errs() << "hpc-opt: error: " << message << "\n";
@@ -134,6 +213,8 @@ static bool importOptions(hpc::ImportOptions &options, std::string &error) {
       return false;
   options.shapesOnly = shapesOnly;
   options.bindInputsDir = bindInputs;
+  if (trainFlag && !lossTensor().empty())
+    options.extraOutputs.push_back(lossTensor());
   return true;
 }
 
@@ -208,6 +289,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;
+  trainOptions(options);
   if (!clusterSpec.empty()) {
     // Search (or evaluate --mesh) first; a searched plan is restricted to
     // what the partitioner compiles: one stage of dp x tp (ZeRO and
@@ -283,6 +365,20 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   auto module = hpc::importONNXFile(context, inputFile, options, error);
   if (!module)
     return userError(error);
+  if (trainFlag) {
+    // Show the train step (before partitioning) that --emit would compile.
+    hpc::CompileOptions train;
+    trainOptions(train);
+    PassManager pm(&context);
+    hpc::buildTrainPipeline(pm, train);
+    ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
+      return success();
+    });
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   bool search = !clusterSpec.empty() || autoParallel;
   if (search || !meshSpec.empty()) {
     // With a cluster: search (or evaluate --mesh) and report the plan;
@@ -365,6 +461,20 @@ int main(int argc, char **argv) {
                      "input's batch (set it with --input-shape)");
   if (!clusterSpec.empty() && !hpc::isONNXPath(inputFile))
     return userError("--cluster applies to ONNX inputs; for MLIR use --dist-search=cluster=...");
+  if (trainFlag && lossSpec.empty())
+    return userError("--train needs --loss=cross-entropy:LOGITS,LABELS, mse:OUT,TARGET or "
+                     "output:NAME");
+  if (!trainFlag && (!lossSpec.empty() || printTrainableFlag || keepGradientsFlag))
+    return userError("--loss, --print-trainable and --keep-gradients need --train");
+  if (trainModeFlag)
+    return userError("--train-mode (batch statistics, dropout) is not supported yet; the "
+                     "train step computes the graph's inference forward");
+  if (trainFlag && !hpc::isONNXPath(inputFile))
+    return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
+                     "--hpc-autodiff and --hpc-optimizer");
+  if (trainFlag && (!meshSpec.empty() || !clusterSpec.empty()))
+    return userError("--train with --mesh or --cluster is not supported yet: a train step "
+                     "compiles for one rank");
   if (emit != "mlir")
     return compile(inputFile, outputFile, emit, registry);
   if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))

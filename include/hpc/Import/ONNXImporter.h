@@ -30,6 +30,11 @@ struct ImportOptions {
   /// input that an op needs as a compile-time constant (a shape, axes, pads)
   /// is bound to the value in the file of its index.
   std::string bindInputsDir;
+  /// Tensors of the graph (any node output or initializer) to return as
+  /// extra results of @main under their names, after the graph outputs that
+  /// are not already among them (a loss reads logits that are not a graph
+  /// output). An unknown name is an import error.
+  std::vector<std::string> extraOutputs;
 };
 
 /// True for paths the importer reads (.onnx, .onnxtxt).

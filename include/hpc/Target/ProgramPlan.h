@@ -20,14 +20,15 @@
 
 namespace hpc {
 
-/// Where a tensor's bytes live at run time.
-enum class Region { Input, Arena, Weights };
+/// Where a tensor's bytes live at run time. State is the mutable training
+/// state (hpc.variable): allocated and initialized once, kept across steps.
+enum class Region { Input, Arena, Weights, State };
 
 struct TensorSlot {
   Region region = Region::Arena;
   /// Input number (Region::Input).
   int64_t index = 0;
-  /// Byte offset in the arena or the weights data section.
+  /// Byte offset in the arena, the state or the weights data section.
   int64_t offset = 0;
   int64_t bytes = 0;
   mlir::RankedTensorType type;
@@ -49,19 +50,32 @@ struct ProgramPlan {
   struct WeightEntry {
     std::string name;
     int32_t tensor;
+    /// Where the data is in the weights data section.
+    int64_t dataOffset;
     /// `dist.pieces_of` of a weight stored piece-major (dist-weight-pieces):
     /// the model's shape and the split dim; null otherwise.
     mlir::DictionaryAttr piecesOf;
   };
   std::string weightsData;
   std::vector<WeightEntry> weightEntries;
+  /// The state region (hpc.variable): its size and one entry per tensor.
+  struct StateEntry {
+    std::string name;
+    int32_t tensor;
+    std::string role;
+    /// Offset of the initial value in the weights data; -1: zeros.
+    int64_t initOffset;
+  };
+  int64_t stateBytes = 0;
+  std::vector<StateEntry> stateEntries;
   /// Graph inputs and outputs: (name, tensor id).
   std::vector<std::pair<std::string, int32_t>> inputs, outputs;
 };
 
 /// Plans `func` (one block of hpc ops ending in func.return). Reports the
 /// first problem (an op without a kernel, a weight without data, an element
-/// type the runtime lacks) on the op and fails.
+/// type the runtime lacks, an update of state that a later op still reads)
+/// on the op and fails.
 mlir::FailureOr<ProgramPlan> planProgram(mlir::func::FuncOp func);
 
 /// Little-endian bytes of an elements attribute (splats expanded, i1 as one

@@ -1,0 +1,147 @@
+//===- HPCTrainOps.td - training state, updates and backward ops -*- tablegen -*-===//
+//
+// The ops a train step needs beyond the forward graph (see docs/training.md):
+// mutable state (hpc.variable), optimizer updates that write state in place
+// (hpc.sgd_update, hpc.adamw_update), and the backward computations the
+// forward ops cannot express (convolution filter gradients, pooling
+// gradients). Every other gradient is built from forward ops by hpc-autodiff.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_TRAIN_OPS_TD
+#define HPC_TRAIN_OPS_TD
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+def HPC_VariableOp : Op<HPC_Dialect, "variable",
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "A named tensor of the mutable training state";
+  let description = [{
+    The current value of a state tensor (a trainable weight, an optimizer
+    moment): the compiler places it in the state region, the runtime
+    initializes it once (from `value` when present, else zeros), checkpoints
+    it, and the update ops (`hpc.sgd_update`, `hpc.adamw_update`) write it in
+    place at the end of a step. `role` says what it holds: "param" (a model
+    weight, saved under its initializer `name`) or "optimizer".
+
+    ```mlir
+    %w = hpc.variable "fc.weight" {role = "param"} : tensor<10x64xf32> = dense_resource<fc.weight>
+    %m = hpc.variable "fc.weight.exp_avg" {role = "optimizer"} : tensor<10x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<ElementsAttr>:$value,
+                   DefaultValuedStrAttr<StrAttr, "param">:$role);
+  let results = (outs AnyRankedTensor:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates (in place on hpc.variable values; the last readers)
+//===----------------------------------------------------------------------===//
+
+def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "One SGD step on a parameter, in place (PyTorch's torch.optim.SGD)";
+  let description = [{
+    With g = grad + weight_decay * param: when `momentum` != 0,
+    buf = momentum * buf + g (buf starts at zero, so the first step gives
+    buf = g as PyTorch's does) and g = nesterov ? g + momentum * buf : buf;
+    then param -= lr * g. `param` and `momentum_buffer` must be
+    `hpc.variable` values that no op after this one reads; `lr` is a 0-d
+    f32 tensor (a step input, so schedules need no recompile).
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
+                   RankedTensorOf<[AnyFloat]>:$grad,
+                   0DTensorOf<[F32]>:$lr,
+                   Optional<RankedTensorOf<[AnyFloat]>>:$momentum_buffer,
+                   DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                   DefaultValuedAttr<BoolAttr, "false">:$nesterov,
+                   DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+  let assemblyFormat = "$param `,` $grad `,` $lr (`,` $momentum_buffer^)? attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "One AdamW step on a parameter, in place (PyTorch's torch.optim.AdamW)";
+  let description = [{
+    param *= 1 - lr * weight_decay; exp_avg += (1 - beta1) * (grad - exp_avg);
+    exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2;
+    param -= lr / (1 - beta1^step) * exp_avg /
+             (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps).
+    `step` (0-d i64, from 1) and `lr` (0-d f32) are step inputs; `param`,
+    `exp_avg` and `exp_avg_sq` are `hpc.variable` values no later op reads.
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
+                   RankedTensorOf<[AnyFloat]>:$grad,
+                   RankedTensorOf<[AnyFloat]>:$exp_avg,
+                   RankedTensorOf<[AnyFloat]>:$exp_avg_sq,
+                   0DTensorOf<[F32]>:$lr,
+                   0DTensorOf<[I64]>:$step,
+                   DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                   DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                   DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                   DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops the forward ops cannot express
+//===----------------------------------------------------------------------===//
+
+def HPC_ConvWeightGradOp : HPC_InferOp<"conv_weight_grad"> {
+  let summary = "Gradient of a convolution with respect to its filter";
+  let description = [{
+    `input` is the convolution's [N, C, D1...] input, `grad_output` the
+    gradient of its [N, M, O1...] result; the result is the filter gradient
+    [M, C/group, K1...] with `kernel_shape` = [K1...]. `strides`, `pads`,
+    `dilations` and `group` are the convolution's.
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnyFloat]>:$grad_output,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+class HPC_PoolGradOp<string mnemonic, string summaryText> : HPC_InferOp<mnemonic> {
+  let summary = summaryText;
+  let description = [{
+    `input` is the pooling's input, `grad_output` the gradient of its
+    result; the result (the input gradient) has the input's type. The
+    window attributes are the pooling's.
+  }];
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_MaxPoolGradOp : HPC_PoolGradOp<"max_pool_grad",
+    "Gradient of max pooling: each window's gradient goes to its first maximum"> {
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnyFloat]>:$grad_output,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+}
+
+def HPC_AvgPoolGradOp : HPC_PoolGradOp<"avg_pool_grad",
+    "Gradient of average pooling: each window's gradient spread over its divisor"> {
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnyFloat]>:$grad_output,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+}
+
+#endif // HPC_TRAIN_OPS_TD
