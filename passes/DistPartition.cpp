@@ -32,6 +32,16 @@ struct Local {
   Sharding sharding;
 };
 
+/// Operand `i` of `op` is training state the op writes in place (the
+/// parameter and buffers of an optimizer update).
+bool isInPlaceState(Operation *op, unsigned i) {
+  if (isa<hpc::SGDUpdateOp>(op))
+    return i == 0 || i == 3;
+  if (isa<hpc::AdamWUpdateOp>(op))
+    return i == 0 || i == 2 || i == 3;
+  return false;
+}
+
 struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
   using Base::Base;
 
@@ -195,10 +205,17 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       if (!in.value)
         return op->emitOpError("operand ") << i << " was not partitioned";
       Sharding need = Sharding::fromAttr(cast<ShardingAttr>(operandAttr[i]));
+      // An optimizer update writes its state in place: a resharded copy
+      // would take the update and lose it.
+      if (isInPlaceState(op, i) && !(need == in.sharding))
+        return op->emitOpError("would update a resharded copy of its state operand ")
+               << i << "; only replicated training state (data parallelism) is supported";
       op->setOperand(i, reshard(b, loc, in.value, in.sharding, need));
     }
     op->removeAttr("dist.operand_shardings");
     op->removeAttr("dist.result_shardings");
+    if (op->getNumResults() == 0)
+      return success();
 
     // gemm adds beta*C after the contraction: with a split reduction, add it
     // once, after the partial sums are reduced.

@@ -270,9 +270,10 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
 
   LogicalResult seed(func::FuncOp func) {
     Block &body = func.getBody().front();
-    // Weight-derived values: weights, constants, and ops only on those.
+    // Weight-derived values: weights, training state, constants, and ops
+    // only on those.
     for (Operation &op : body) {
-      if (isa<hpc::WeightOp, hpc::ConstantOp>(op) ||
+      if (isa<hpc::WeightOp, hpc::ConstantOp, hpc::VariableOp>(op) ||
           (op.getNumOperands() && isa<hpc::HPCDialect>(op.getDialect()) &&
            llvm::all_of(op.getOperands(), [&](Value v) { return weightDerived.count(v); })))
         for (Value r : op.getResults())
@@ -283,6 +284,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       if (auto name = func.getArgAttrOfType<StringAttr>(i, "hpc.name"))
         byName[name.getValue()] = arg;
     func.walk([&](hpc::WeightOp w) { byName[w.getName()] = w.getResult(); });
+    func.walk([&](hpc::VariableOp v) { byName[v.getName()] = v.getResult(); });
 
     for (BlockArgument arg : body.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
@@ -326,6 +328,18 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     return it == current.end() ? nullptr : &it->second;
   }
 
+  /// Dim `d` of `v` is an hpc.expand's broadcast: every rank can slice it
+  /// for free, so it does not hold the op whole (the backward pass of a
+  /// batch mean starts from such a broadcast of the loss's gradient).
+  static bool isBroadcastDim(Value v, size_t d) {
+    auto expand = v.getDefiningOp<hpc::ExpandOp>();
+    if (!expand)
+      return false;
+    auto in = cast<RankedTensorType>(expand.getInput().getType());
+    int64_t lead = int64_t(cast<RankedTensorType>(v.getType()).getRank()) - in.getRank();
+    return int64_t(d) < lead || in.getDimSize(int64_t(d) - lead) == 1;
+  }
+
   LogicalResult visit(Operation *op, bool megatron) {
     MLIRContext *ctx = &getContext();
     if (auto annotate = dyn_cast<AnnotateOp>(op)) {
@@ -335,7 +349,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       return success();
     }
     auto ruleOp = dyn_cast<hpc::ShardingRuleInterface>(op);
-    if (!ruleOp || weightDerived.count(op->getResult(0)))
+    if (!ruleOp || (op->getNumResults() && weightDerived.count(op->getResult(0))))
       return success(); // weight-derived ops run whole on every rank
     hpc::ShardingRule rule = ruleOp.getShardingRule();
     std::vector<std::vector<std::string>> factorAxes(rule.factors.size());
@@ -349,7 +363,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       if (const Sharding *s = incoming(operand); s && s->partial.empty())
         for (auto [d, f] : llvm::enumerate(rule.operandDims[i]))
           if (f >= 0 && d < s->dims.size() && s->dims[d].empty() &&
-              cast<RankedTensorType>(operand.getType()).getDimSize(d) == rule.factors[f].size)
+              cast<RankedTensorType>(operand.getType()).getDimSize(d) == rule.factors[f].size &&
+              !isBroadcastDim(operand, d))
             heldWhole.insert(f);
     llvm::StringSet<> used;
     auto assign = [&](int64_t f, const std::vector<std::string> &axes) {

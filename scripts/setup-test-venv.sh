@@ -19,7 +19,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${1:-$root/build/test-venv}"
 python="${PYTHON:-python3}"
-check='import numpy, onnx, onnxruntime'
+check='import numpy, onnx, onnxruntime, matplotlib'
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   echo "setup-test-venv: $venv is ready"
@@ -38,7 +38,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --upgrade numpy onnx onnxruntime
+  --upgrade numpy onnx onnxruntime matplotlib
 "$venv/bin/python" -c "$check"
 "$venv/bin/python" -c 'import numpy, onnx, onnxruntime as ort; print("setup-test-venv: numpy", numpy.__version__, "onnx", onnx.__version__, "onnxruntime", ort.__version__)'
 echo "$venv/bin/python"

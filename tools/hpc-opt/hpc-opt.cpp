@@ -472,9 +472,8 @@ int main(int argc, char **argv) {
   if (trainFlag && !hpc::isONNXPath(inputFile))
     return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
                      "--hpc-autodiff and --hpc-optimizer");
-  if (trainFlag && (!meshSpec.empty() || !clusterSpec.empty()))
-    return userError("--train with --mesh or --cluster is not supported yet: a train step "
-                     "compiles for one rank");
+  if (trainFlag && !clusterSpec.empty())
+    return userError("--train with --cluster is not supported yet: give the plan with --mesh");
   if (emit != "mlir")
     return compile(inputFile, outputFile, emit, registry);
   if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))
