@@ -348,6 +348,18 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       current[annotate.getResult()] = s;
       return success();
     }
+    // Training state is replicated (every rank holds it whole): an update
+    // takes its gradient whole, summed over data-parallel ranks and
+    // gathered over tensor-parallel ones, and every rank applies it.
+    if (isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(op)) {
+      SmallVector<Attribute> operandAttrs;
+      for (Value v : op->getOperands())
+        operandAttrs.push_back(
+            Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank()).toAttr(ctx));
+      op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, operandAttrs));
+      op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {}));
+      return success();
+    }
     auto ruleOp = dyn_cast<hpc::ShardingRuleInterface>(op);
     if (!ruleOp || (op->getNumResults() && weightDerived.count(op->getResult(0))))
       return success(); // weight-derived ops run whole on every rank
