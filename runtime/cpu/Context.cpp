@@ -1,8 +1,10 @@
 //===- Context.cpp - manifest, weights, arena, trace ------------------------===//
 //
 // Parses the manifest the compiler embeds (hpc_manifest), maps and checks the
-// safetensors weights, allocates the arena, resolves tensor ids to pointers,
-// and keeps the bookkeeping of a run (high-water mark, trace, first error).
+// safetensors weights, allocates the arena (and the state region of a
+// train-step program, initialized from the weights or with zeros), resolves
+// tensor ids to pointers, and keeps the bookkeeping of a run (high-water
+// mark, trace, first error).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -198,6 +201,13 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
     if (arena < 0)
       fail("manifest: arena_bytes is negative");
     arenaBytes_ = static_cast<uint64_t>(arena);
+    bool hasState = m.contains("state_bytes");
+    if (hasState) {
+      int64_t sb = intField(m, "state_bytes", "manifest");
+      if (sb < 0)
+        fail("manifest: state_bytes is negative");
+      stateBytes_ = static_cast<uint64_t>(sb);
+    }
 
     auto wit = m.find("weights");
     if (wit != m.end() && !wit->is_null()) {
@@ -234,8 +244,10 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
       if (region == "input") {
         x.region = Region::Input;
         x.index = intField(t, "index", where);
-      } else if (region == "arena" || region == "weights") {
-        x.region = region == "arena" ? Region::Arena : Region::Weights;
+      } else if (region == "arena" || region == "weights" || region == "state") {
+        x.region = region == "arena"     ? Region::Arena
+                   : region == "weights" ? Region::Weights
+                                         : Region::State;
         x.offset = intField(t, "offset", where);
         if (x.offset < 0)
           fail("manifest: " + where + " has a negative offset");
@@ -243,6 +255,11 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
         if (x.region == Region::Arena && end > arenaBytes_)
           fail("manifest: " + where + " ends at byte " + std::to_string(end) +
                ", beyond arena_bytes " + std::to_string(arenaBytes_));
+        if (x.region == Region::State && !hasState)
+          fail("manifest: " + where + " is in the state but there is no \"state_bytes\"");
+        if (x.region == Region::State && end > stateBytes_)
+          fail("manifest: " + where + " ends at byte " + std::to_string(end) +
+               ", beyond state_bytes " + std::to_string(stateBytes_));
         if (x.region == Region::Weights) {
           if (!hasWeights_)
             fail("manifest: " + where + " is in the weights but there is no \"weights\"");
@@ -300,6 +317,8 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
         fail("manifest: tensors[" + std::to_string(i) + "] has input index " +
              std::to_string(tensors_[i].index) + ", but there are " +
              std::to_string(inputs_.size()) + " inputs");
+    parseState(m);
+    parseTrain(m);
 
     auto mit = m.find("mesh");
     if (mit != m.end() && !mit->is_null()) {
@@ -372,6 +391,172 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
   }
   inputBuffers_.resize(inputs_.size());
   inputBound_.assign(inputs_.size(), false);
+}
+
+void hpcrt_ctx::parseState(const json &m) {
+  auto sit = m.find("state");
+  if (sit == m.end() || sit->is_null()) {
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (tensors_[i].region == Region::State)
+        fail("manifest: tensors[" + std::to_string(i) +
+             "] is in the state but there is no \"state\" list");
+    return;
+  }
+  if (!sit->is_array())
+    fail("manifest: \"state\" is not an array");
+  if (!m.contains("state_bytes"))
+    fail("manifest: \"state\" without \"state_bytes\"");
+  std::vector<int> listedBy(tensors_.size(), -1);
+  std::set<std::string> names;
+  for (size_t i = 0; i < sit->size(); ++i) {
+    const json &j = (*sit)[i];
+    std::string where = "state[" + std::to_string(i) + "]";
+    StateEntry e;
+    e.name = strField(j, "name", where);
+    if (e.name.empty())
+      fail("manifest: " + where + " has an empty name");
+    if (!names.insert(e.name).second)
+      fail("manifest: state name '" + e.name + "' is listed twice");
+    where += " ('" + e.name + "')";
+    int64_t id = intField(j, "tensor", where);
+    if (id < 0 || id >= static_cast<int64_t>(tensors_.size()))
+      fail("manifest: " + where + " names tensor " + std::to_string(id) + ", not in the table");
+    if (tensors_[id].region != Region::State)
+      fail("manifest: " + where + " names tensors[" + std::to_string(id) +
+           "], which is not of region \"state\"");
+    if (listedBy[id] >= 0)
+      fail("manifest: tensors[" + std::to_string(id) + "] is listed twice in \"state\" (state[" +
+           std::to_string(listedBy[id]) + "] and state[" + std::to_string(i) + "])");
+    listedBy[id] = static_cast<int>(i);
+    e.tensor = static_cast<int>(id);
+    e.role = strField(j, "role", where);
+    if (e.role != "param" && e.role != "optimizer")
+      fail("manifest: " + where + " has unknown role '" + e.role + "' (param or optimizer)");
+    std::string init = strField(j, "init", where);
+    if (init == "zeros") {
+      e.init = StateInit::Zeros;
+    } else if (init == "weights") {
+      e.init = StateInit::Weights;
+      if (!hasWeights_)
+        fail("manifest: " + where + " is initialized from the weights but there is no \"weights\"");
+      e.weightsOffset = intField(j, "weights_offset", where);
+      uint64_t end = static_cast<uint64_t>(e.weightsOffset) + tensors_[id].bytes;
+      if (e.weightsOffset < 0 || end > weightsBytes_)
+        fail("manifest: " + where + ".weights_offset " + std::to_string(e.weightsOffset) +
+             " + " + std::to_string(tensors_[id].bytes) + " bytes is outside the weights' " +
+             std::to_string(weightsBytes_) + " bytes");
+    } else {
+      fail("manifest: " + where + " has unknown init '" + init + "' (weights or zeros)");
+    }
+    state_.push_back(std::move(e));
+  }
+  // A state tensor "state" does not list is a view of one it does (a
+  // reshape of a parameter): the same bytes with another shape.
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (tensors_[i].region != Region::State || listedBy[i] >= 0)
+      continue;
+    bool view = false;
+    for (const StateEntry &e : state_)
+      view |= tensors_[e.tensor].offset == tensors_[i].offset &&
+              tensors_[e.tensor].bytes == tensors_[i].bytes;
+    if (!view)
+      fail("manifest: tensors[" + std::to_string(i) +
+           "] is in the state but is neither listed in \"state\" nor a view of a "
+           "tensor that is");
+  }
+  std::vector<const StateEntry *> byOffset;
+  for (const StateEntry &e : state_)
+    if (tensors_[e.tensor].bytes > 0)
+      byOffset.push_back(&e);
+  std::sort(byOffset.begin(), byOffset.end(), [&](const StateEntry *a, const StateEntry *b) {
+    return tensors_[a->tensor].offset < tensors_[b->tensor].offset;
+  });
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const Tensor &prev = tensors_[byOffset[i - 1]->tensor];
+    if (static_cast<uint64_t>(prev.offset) + prev.bytes >
+        static_cast<uint64_t>(tensors_[byOffset[i]->tensor].offset))
+      fail("manifest: state tensors '" + byOffset[i - 1]->name + "' and '" + byOffset[i]->name +
+           "' overlap in the state buffer");
+  }
+}
+
+namespace {
+/// The input or output number named `name` (-1 when none).
+int findNamed(const std::vector<NamedTensor> &list, const std::string &name) {
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+} // namespace
+
+void hpcrt_ctx::parseTrain(const json &m) {
+  auto tit = m.find("train");
+  if (tit == m.end() || tit->is_null())
+    return;
+  if (!tit->is_object())
+    fail("manifest: \"train\" is not an object");
+  const json &j = *tit;
+  TrainInfo &t = train_;
+  t.loss = j.contains("loss") ? strField(j, "loss", "train") : "output";
+  t.batch = intField(j, "batch", "train");
+  if (t.batch < 1)
+    fail("manifest: train.batch " + std::to_string(t.batch) + " is not positive");
+  // A named 0-d input or output of the given dtype.
+  auto scalar = [&](const char *key, const std::vector<NamedTensor> &list, const char *kind,
+                    int dtype, std::string &name) {
+    name = strField(j, key, "train");
+    int k = findNamed(list, name);
+    if (k < 0)
+      fail("manifest: train." + std::string(key) + " '" + name + "' is not an " + kind +
+           " of the program");
+    const Tensor &x = tensors_[list[k].tensor];
+    if (x.dtype != dtype || !x.shape.empty())
+      fail("manifest: train." + std::string(key) + " '" + name + "' is " + dtypeName(x.dtype) +
+           " " + shapeString(x.shape) + ", expected a 0-d " + dtypeName(dtype));
+    return k;
+  };
+  t.lrInput = scalar("lr_input", inputs_, "input", HPCRT_F32, t.lrInputName);
+  t.stepInput = scalar("step_input", inputs_, "input", HPCRT_I64, t.stepInputName);
+  if (t.lrInput == t.stepInput)
+    fail("manifest: train.lr_input and train.step_input are the same input");
+  t.lossOutput = scalar("loss_output", outputs_, "output", HPCRT_F32, t.lossOutputName);
+  if (j.contains("grad_norm_output") && !j["grad_norm_output"].is_null())
+    t.gradNormOutput =
+        scalar("grad_norm_output", outputs_, "output", HPCRT_F32, t.gradNormOutputName);
+  if (j.contains("labels") && !j["labels"].is_null()) {
+    t.labels = strField(j, "labels", "train");
+    t.labelsInput = findNamed(inputs_, t.labels);
+    if (t.labelsInput < 0 || !t.isDataInput(t.labelsInput))
+      fail("manifest: train.labels '" + t.labels + "' is not a data input of the program");
+  }
+  const json &opt = field(j, "optimizer", "train");
+  t.optimizer = strField(opt, "name", "train.optimizer");
+  if (opt.contains("lr")) {
+    if (!opt["lr"].is_number())
+      fail("manifest: train.optimizer.\"lr\" is not a number");
+    t.lr = opt["lr"].get<double>();
+    t.hasLr = true;
+  }
+  t.optimizerJson = opt.dump();
+  if (j.contains("lr_schedule") && !j["lr_schedule"].is_null()) {
+    const json &ls = j["lr_schedule"];
+    t.scheduleKind = strField(ls, "kind", "train.lr_schedule");
+    if (t.scheduleKind == "cosine" || t.scheduleKind == "linear") {
+      t.warmup = intField(ls, "warmup", "train.lr_schedule");
+      t.total = intField(ls, "total", "train.lr_schedule");
+      if (t.warmup < 0 || t.total < 0)
+        fail("manifest: train.lr_schedule has a negative warmup or total");
+    } else if (t.scheduleKind != "constant") {
+      fail("manifest: train.lr_schedule.kind '" + t.scheduleKind +
+           "' is not constant, cosine or linear");
+    }
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (t.isDataInput(static_cast<int>(i)) && tensors_[inputs_[i].tensor].shape.empty())
+      fail("manifest: data input '" + inputs_[i].name +
+           "' is 0-d; data inputs have the batch as their first dimension");
+  isTrainStep_ = true;
 }
 
 hpcrt_ctx::~hpcrt_ctx() {
@@ -518,12 +703,17 @@ void hpcrt_ctx::prepare() {
   for (const Tensor &t : tensors_)
     if (t.region == Region::Weights && t.bytes > 0)
       needWeights = true;
+  for (const StateEntry &e : state_)
+    if (e.init == StateInit::Weights && tensors_[e.tensor].bytes > 0)
+      needWeights = true;
   if (needWeights && !weightsData_)
     fail("weights: not loaded");
   if (!prepared_) {
     arena_ = Buffer(arenaBytes_);
     if (arenaBytes_)
       memset(arena_.data(), 0, arenaBytes_);
+    stateBuffer_ = Buffer(stateBytes_);
+    initializeState();
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputBound_[i]) {
@@ -549,9 +739,44 @@ void hpcrt_ctx::prepare() {
         t.data = static_cast<uint8_t *>(t.data) + comm_->group(t.rankAxes).index * t.rankStride;
       }
       break;
+    case Region::State:
+      t.data = static_cast<uint8_t *>(stateBuffer_.data()) + t.offset;
+      break;
     }
   }
   prepared_ = true;
+}
+
+void hpcrt_ctx::initializeState() {
+  if (stateBytes_)
+    memset(stateBuffer_.data(), 0, stateBytes_);
+  for (const StateEntry &e : state_) {
+    const Tensor &t = tensors_[e.tensor];
+    if (e.init == StateInit::Weights && t.bytes > 0)
+      memcpy(static_cast<uint8_t *>(stateBuffer_.data()) + t.offset,
+             weightsData_ + e.weightsOffset, t.bytes);
+  }
+}
+
+void *hpcrt_ctx::inputData(size_t i) {
+  if (i >= inputs_.size())
+    fail("input number " + std::to_string(i) + " does not exist");
+  if (!prepared_)
+    fail("input buffers are allocated by prepare()");
+  return inputBuffers_[i].data();
+}
+
+uint64_t hpcrt_ctx::residentBytes() const {
+  uint64_t n = arena_.size() + stateBuffer_.size() + weightsCopy_.size() + mapBytes_;
+  for (const Buffer &b : inputBuffers_)
+    n += b.size();
+  return n;
+}
+
+void *hpcrt_tensor_data(hpcrt_ctx *ctx, int32_t id) {
+  if (!ctx || !ctx->prepared() || id < 0 || static_cast<size_t>(id) >= ctx->numTensors())
+    return nullptr;
+  return ctx->tensor(id).data;
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,9 +2,11 @@
 //
 // The state behind the opaque `hpcrt_ctx` of hpcrt.h: the manifest's tensor
 // table, the weights (memory-mapped safetensors, or bytes a test hands in),
-// the arena, the bound inputs, the arena high-water mark, the Chrome trace and
-// the first kernel error. The compiled program only calls kernels; everything
-// else (parsing, binding, reporting) is driven by Main.cpp or by a test.
+// the arena, the bound inputs, the state region of a train-step program (and
+// its manifest's "state" and "train" sections), the arena high-water mark,
+// the Chrome trace and the first kernel error. The compiled program only
+// calls kernels; everything else (parsing, binding, reporting) is driven by
+// Main.cpp, the train driver (runtime/driver) or a test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,8 @@
 #define HPCRT_CPU_CONTEXT_H
 
 #include "hpcrt.h"
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +46,7 @@ std::string dtypeName(int dtype);
 std::string shapeString(const std::vector<int64_t> &shape);
 int64_t numElements(const std::vector<int64_t> &shape);
 
-enum class Region { Input, Arena, Weights };
+enum class Region { Input, Arena, Weights, State };
 
 /// One entry of the manifest's tensor table, resolved to memory.
 struct Tensor {
@@ -52,7 +56,7 @@ struct Tensor {
   size_t bytes = 0;
   Region region = Region::Arena;
   int64_t index = 0;  ///< input number (Region::Input)
-  int64_t offset = 0; ///< byte offset (Region::Arena, Region::Weights)
+  int64_t offset = 0; ///< byte offset (Region::Arena, Weights, State)
   /// A rank's piece of a weight (a split along its outermost dimension, so
   /// no copy): the data is at offset + i * rankStride, i = this rank's
   /// group index over the mesh axes rankAxes.
@@ -67,6 +71,39 @@ struct Tensor {
 struct NamedTensor {
   std::string name;
   int tensor = 0;
+};
+
+/// How a state tensor is initialized before the first step.
+enum class StateInit { Zeros, Weights };
+
+/// One entry of the manifest's "state" list (a train-step program).
+struct StateEntry {
+  std::string name; ///< the initializer name ("fc0.weight", "fc0.weight.exp_avg")
+  int tensor = 0;   ///< its tensor (region "state")
+  std::string role; ///< "param" (a model weight) or "optimizer"
+  StateInit init = StateInit::Zeros;
+  int64_t weightsOffset = 0; ///< StateInit::Weights: offset in the weights data
+  bool isParam() const { return role == "param"; }
+};
+
+/// The manifest's "train" section, its names resolved to input and output
+/// numbers (checked: dtypes and shapes as hpcrt.h says).
+struct TrainInfo {
+  std::string loss;   ///< "cross-entropy", "mse" or "output"
+  std::string labels; ///< the labels input ("" for loss "output")
+  int labelsInput = -1;
+  int64_t batch = 0; ///< the global batch B
+  std::string lrInputName, stepInputName, lossOutputName, gradNormOutputName;
+  int lrInput = -1, stepInput = -1;        ///< input numbers
+  int lossOutput = -1, gradNormOutput = -1; ///< output numbers (-1: none)
+  std::string optimizer; ///< optimizer.name ("sgd", "adamw")
+  bool hasLr = false;    ///< optimizer.lr is present
+  double lr = 0;         ///< optimizer.lr, the compiled base lr
+  std::string optimizerJson; ///< the whole "optimizer" object, as JSON text
+  std::string scheduleKind = "constant"; ///< lr_schedule.kind
+  int64_t warmup = 0, total = 0;         ///< lr_schedule.warmup, .total
+  /// Whether input number `i` is a data input (not the lr or step input).
+  bool isDataInput(int i) const { return i != lrInput && i != stepInput; }
 };
 
 struct OpInfo {
@@ -139,6 +176,15 @@ public:
   hpcrt::Tensor &tensor(int id);
   const hpcrt::Tensor &tensor(int id) const;
 
+  // --- train-step programs (manifest "state", "state_bytes", "train") -----
+  /// Whether the manifest has a "train" section (a program of --train).
+  bool isTrainStep() const { return isTrainStep_; }
+  const hpcrt::TrainInfo &train() const { return train_; }
+  uint64_t stateBytes() const { return stateBytes_; }
+  const std::vector<hpcrt::StateEntry> &stateList() const { return state_; }
+  /// The state buffer (after prepare(); null when state_bytes is 0).
+  void *stateData() const { return stateBuffer_.data(); }
+
   // --- setup (in this order: weights, inputs, prepare) -------------------
   /// Maps a safetensors file and checks its hpc_hash and data hash.
   void loadWeightsFile(const std::string &path);
@@ -149,10 +195,19 @@ public:
   void bindInput(size_t inputNumber, int dtype,
                  const std::vector<int64_t> &shape, const void *data,
                  size_t bytes);
-  /// Allocates the arena and resolves every tensor to a pointer. Inputs not
-  /// bound yet get a zeroed buffer (tests); the driver checks binding first.
+  /// Allocates the arena (and, the first time, the state buffer, which it
+  /// initializes from the weights or with zeros) and resolves every tensor
+  /// to a pointer. Inputs not bound yet get a zeroed buffer (tests, and the
+  /// train driver, which fills them in place); the driver checks binding
+  /// first.
   void prepare();
   bool prepared() const { return prepared_; }
+  /// The buffer of input number `i` (after prepare()): the train driver
+  /// writes each step's batch into it.
+  void *inputData(size_t i);
+  /// Bytes the context holds: the arena, the state, the inputs' buffers and
+  /// the weights (the whole mapped file, or the copy of its data).
+  uint64_t residentBytes() const;
 
   /// The communicator the dist kernels use (set by the driver after
   /// MPI_Init; not owned). Without one, dist kernels fail.
@@ -199,6 +254,10 @@ private:
   std::vector<hpcrt::OpInfo> ops_;
   std::vector<hpcrt::MeshAxisInfo> mesh_;
   int64_t bytesPerRank_ = -1;
+  bool isTrainStep_ = false;
+  hpcrt::TrainInfo train_;
+  uint64_t stateBytes_ = 0;
+  std::vector<hpcrt::StateEntry> state_;
   hpcrt::comm::CommQueue *commQueue_ = nullptr;
   hpcrt::comm::MpiComm *comm_ = nullptr;
 
@@ -208,6 +267,7 @@ private:
   size_t mapBytes_ = 0;
   hpcrt::Buffer weightsCopy_;
   hpcrt::Buffer arena_;
+  hpcrt::Buffer stateBuffer_;
   std::vector<hpcrt::Buffer> inputBuffers_;
   std::vector<bool> inputBound_;
   bool prepared_ = false;
@@ -220,6 +280,12 @@ private:
   std::string error_;
 
   void checkWeights(const uint8_t *data, size_t bytes, const std::string &what);
+  /// The manifest's "state_bytes" and "state" (after the tensor table).
+  void parseState(const nlohmann::json &manifest);
+  /// The manifest's "train" (after the inputs and outputs).
+  void parseTrain(const nlohmann::json &manifest);
+  /// Fills the freshly allocated state buffer (zeros, weights).
+  void initializeState();
 };
 
 namespace hpcrt {

@@ -2,9 +2,10 @@
 //
 // The kernel entry macro (decodes ids and attributes, catches errors, keeps
 // the trace and the high-water mark), element types (f16/bf16 stored as bits,
-// computed in float; bool stored as a byte), the dtype dispatcher, and the
+// computed in float; bool stored as a byte), the dtype dispatcher, the
 // strided/broadcast walker that the elementwise and data-movement kernels
-// share.
+// share, and the GEMM, convolution and pooling-window helpers that the
+// forward kernels share with the training kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -385,6 +387,197 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &in,
 /// Copies elements of size `esize` from `src` (read through `walk`) into the
 /// contiguous `dst`.
 void stridedCopy(size_t esize, void *dst, const void *src, const Walk<1> &walk);
+
+//===----------------------------------------------------------------------===//
+// Products and convolution geometry (defined in KernelsLinalg.cpp; the conv
+// kernels and the training kernels share them)
+//===----------------------------------------------------------------------===//
+
+/// Batched row-major f32 GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]
+/// (the SIMD micro-kernels, or OpenBLAS for large products), spread over the
+/// pool.
+void sgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *const *A, int64_t lda, const float *const *B, int64_t ldb,
+                float beta, float *const *C, int64_t ldc);
+/// The f64 form of sgemmBatch (OpenBLAS).
+void dgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const double *const *A, int64_t lda, const double *const *B, int64_t ldb,
+                double beta, double *const *C, int64_t ldc);
+
+/// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, batched over pointer
+/// lists.
+template <typename T>
+void gemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
+               const T *const *A, int64_t lda, const T *const *B, int64_t ldb, T beta,
+               T *const *C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    sgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    dgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C.
+template <typename T>
+void gemmRM(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,
+            int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc) {
+  gemmBatch<T>(1, ta, tb, M, N, K, alpha, &A, lda, &B, ldb, beta, &C, ldc);
+}
+
+/// A tensor's data as T: the tensor itself for T's dtype, else a widened copy.
+struct FloatView {
+  std::vector<float> copy;
+  const void *ptr;
+  FloatView(const Tensor &t) {
+    if (t.dtype == HPCRT_F32 || t.dtype == HPCRT_F64) {
+      ptr = t.data;
+    } else {
+      copy = toFloats(t);
+      ptr = copy.data();
+    }
+  }
+};
+
+/// Runs `body(T)` in the blas type of `dtype` (f16/bf16: widened to f32);
+/// `body` receives input pointers and an output pointer of that type.
+template <typename F>
+void inFloatType(const char *what, std::initializer_list<Tensor *> ins, Tensor &out,
+                 F &&body) {
+  int dt = out.dtype;
+  if (dt != HPCRT_F32 && dt != HPCRT_F64 && dt != HPCRT_F16 && dt != HPCRT_BF16)
+    unsupportedDtype(what, dt);
+  std::vector<FloatView> views;
+  std::vector<const void *> ptrs;
+  views.reserve(ins.size());
+  for (Tensor *t : ins) {
+    if (!t) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    if (t->dtype != dt)
+      fail(std::string(what) + ": operand dtype " + dtypeName(t->dtype) +
+           " differs from the result's " + dtypeName(dt));
+    views.emplace_back(*t);
+    ptrs.push_back(views.back().ptr);
+  }
+  if (dt == HPCRT_F64) {
+    body(Tag<double>{}, ptrs, out.data);
+  } else if (dt == HPCRT_F32) {
+    body(Tag<float>{}, ptrs, out.data);
+  } else {
+    std::vector<float> y(static_cast<size_t>(out.numel));
+    body(Tag<float>{}, ptrs, static_cast<void *>(y.data()));
+    fromFloats(y.data(), out);
+  }
+}
+
+/// A convolution's spatial geometry.
+struct ConvGeom {
+  int r = 0;                              // spatial rank
+  std::vector<int64_t> in, k, out;        // spatial sizes
+  std::vector<int64_t> stride, dil, padB; // per spatial dim
+  int64_t inSize = 1, kSize = 1, outSize = 1;
+};
+
+/// The geometry of a convolution of x [N, C, D...] with the filter w
+/// [M, C/group, K...] into y [N, M, O...] (checks ranks and attribute
+/// lengths; the sizes are the caller's to check).
+ConvGeom convGeom(const Tensor &x, const Tensor &w, const Tensor &y,
+                  const std::vector<int64_t> &strides, const std::vector<int64_t> &pads,
+                  const std::vector<int64_t> &dilations);
+
+/// col[(c, k...), o...] = x[c, o*stride - pad + k*dil] (0 outside), for
+/// `channels` planes of g.inSize elements; col has channels * g.kSize rows
+/// of g.outSize. Instantiated for float and double.
+template <typename T>
+void im2col(const T *x, int64_t channels, const ConvGeom &g, T *col);
+
+//===----------------------------------------------------------------------===//
+// Pooling windows (defined in KernelsPool.cpp; the pooling kernels and their
+// gradients share them)
+//===----------------------------------------------------------------------===//
+
+/// A pooling's spatial geometry (at most 8 spatial dimensions).
+struct PoolGeom {
+  int r = 0;
+  std::vector<int64_t> in, out, k, stride, dil, padB, padE;
+  int64_t inSize = 1, outSize = 1, kSize = 1, planes = 1;
+};
+
+/// Checks x [N, C, D...] and the pooled y [N, C, O...] against the window
+/// attributes (O as ONNX computes it, ceil_mode included) and returns the
+/// geometry.
+PoolGeom poolGeom(const Tensor &x, const Tensor &y, bool ceilMode,
+                  const std::vector<int64_t> &dilations, const std::vector<int64_t> &kernel,
+                  const std::vector<int64_t> &pads, const std::vector<int64_t> &strides);
+
+/// Per spatial dimension and output coordinate: the first input index
+/// inside the input, how many window taps fall inside it, and how many
+/// inside the padded extent (avg_pool's count_include_pad).
+struct WindowTable {
+  std::vector<int64_t> first[8], count[8], padded[8];
+
+  explicit WindowTable(const PoolGeom &g);
+};
+
+/// Calls f(plane, outIndex, valid, padded, window) for every output element,
+/// where valid and padded are the window's tap counts inside the input and
+/// inside the padded extent, and window(visit) calls visit(inputOffset) for
+/// each tap inside the input, in scan order (row-major over the window).
+/// Planes are spread over the pool; one plane's outputs run in order on one
+/// thread.
+template <typename F> void forEachWindow(const PoolGeom &g, F &&f) {
+  WindowTable w(g);
+  parallelFor(g.planes, static_cast<double>(g.outSize) * g.kSize, [&](int64_t p0, int64_t p1) {
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      if (g.r == 2) {
+        // The common case without divisions per element.
+        int64_t W = g.in[1], dh = g.dil[0] * W, dw = g.dil[1];
+        int64_t o = 0;
+        for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+          int64_t h0 = w.first[0][oh], hc = w.count[0][oh], hp = w.padded[0][oh];
+          for (int64_t ow = 0; ow < g.out[1]; ++ow, ++o) {
+            int64_t w0 = w.first[1][ow], wc = w.count[1][ow];
+            int64_t base = h0 * W + w0;
+            f(plane, o, hc * wc, hp * w.padded[1][ow], [&](auto &&visit) {
+              for (int64_t a = 0; a < hc; ++a)
+                for (int64_t b = 0; b < wc; ++b)
+                  visit(base + a * dh + b * dw);
+            });
+          }
+        }
+        continue;
+      }
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t first[8], cnt[8], istr[8];
+        int64_t padded = 1, valid = 1, rem = o, mult = 1;
+        for (int d = g.r - 1; d >= 0; --d) {
+          int64_t oc = rem % g.out[d];
+          rem /= g.out[d];
+          first[d] = w.first[d][oc];
+          cnt[d] = w.count[d][oc];
+          padded *= w.padded[d][oc];
+          valid *= cnt[d];
+          istr[d] = mult;
+          mult *= g.in[d];
+        }
+        f(plane, o, valid, padded, [&](auto &&visit) {
+          int64_t j[8] = {};
+          for (int64_t n = 0; n < valid; ++n) {
+            int64_t off = 0;
+            for (int d = 0; d < g.r; ++d)
+              off += (first[d] + j[d] * g.dil[d]) * istr[d];
+            visit(off);
+            for (int d = g.r - 1; d >= 0; --d) {
+              if (++j[d] < cnt[d])
+                break;
+              j[d] = 0;
+            }
+          }
+        });
+      }
+    }
+  });
+}
 
 } // namespace hpcrt
 

@@ -4,7 +4,8 @@
 // im2col where the last stride is 1), large ones and f64 on OpenBLAS (conv
 // as im2col + gemm, conv_transpose as gemm + col2im); f16/bf16 are widened
 // to f32 and narrowed back; integer matmul and gemm are plain loops that
-// wrap.
+// wrap. The batched GEMMs, the convolution geometry and im2col are declared
+// in Kernel.h: the training kernels (KernelsTrain.cpp) use them as well.
 //
 //===----------------------------------------------------------------------===//
 
@@ -283,6 +284,10 @@ void runSgemm(const Sgemm &, int64_t) { fail("no SIMD GEMM on this CPU"); }
 
 #endif // HPCRT_X86_SIMD
 
+} // namespace
+
+namespace hpcrt {
+
 /// Batched row-major f32 GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b].
 void sgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                 const float *const *A, int64_t lda, const float *const *B, int64_t ldb,
@@ -382,73 +387,7 @@ void dgemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K
   });
 }
 
-/// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, batched over pointer
-/// lists.
-template <typename T>
-void gemmBatch(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
-               const T *const *A, int64_t lda, const T *const *B, int64_t ldb, T beta,
-               T *const *C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    sgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else
-    dgemmBatch(batch, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C.
-template <typename T>
-void gemmRM(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,
-            int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc) {
-  gemmBatch<T>(1, ta, tb, M, N, K, alpha, &A, lda, &B, ldb, beta, &C, ldc);
-}
-
-/// A tensor's data as T: the tensor itself for T's dtype, else a widened copy.
-struct FloatView {
-  std::vector<float> copy;
-  const void *ptr;
-  FloatView(const Tensor &t) {
-    if (t.dtype == HPCRT_F32 || t.dtype == HPCRT_F64) {
-      ptr = t.data;
-    } else {
-      copy = toFloats(t);
-      ptr = copy.data();
-    }
-  }
-};
-
-/// Runs `body(T)` in the blas type of `dtype` (f16/bf16: widened to f32);
-/// `body` receives input pointers and an output pointer of that type.
-template <typename F>
-void inFloatType(const char *what, std::initializer_list<Tensor *> ins, Tensor &out,
-                 F &&body) {
-  int dt = out.dtype;
-  if (dt != HPCRT_F32 && dt != HPCRT_F64 && dt != HPCRT_F16 && dt != HPCRT_BF16)
-    unsupportedDtype(what, dt);
-  std::vector<FloatView> views;
-  std::vector<const void *> ptrs;
-  views.reserve(ins.size());
-  for (Tensor *t : ins) {
-    if (!t) {
-      ptrs.push_back(nullptr);
-      continue;
-    }
-    if (t->dtype != dt)
-      fail(std::string(what) + ": operand dtype " + dtypeName(t->dtype) +
-           " differs from the result's " + dtypeName(dt));
-    views.emplace_back(*t);
-    ptrs.push_back(views.back().ptr);
-  }
-  if (dt == HPCRT_F64) {
-    body(Tag<double>{}, ptrs, out.data);
-  } else if (dt == HPCRT_F32) {
-    body(Tag<float>{}, ptrs, out.data);
-  } else {
-    std::vector<float> y(static_cast<size_t>(out.numel));
-    body(Tag<float>{}, ptrs, static_cast<void *>(y.data()));
-    fromFloats(y.data(), out);
-  }
-}
-
-} // namespace
+} // namespace hpcrt
 
 //===----------------------------------------------------------------------===//
 // matmul
@@ -620,14 +559,7 @@ HPCRT_KERNEL(gemm) {
 // conv and conv_transpose
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-struct ConvGeom {
-  int r = 0;                              // spatial rank
-  std::vector<int64_t> in, k, out;        // spatial sizes
-  std::vector<int64_t> stride, dil, padB; // per spatial dim
-  int64_t inSize = 1, kSize = 1, outSize = 1;
-};
+namespace hpcrt {
 
 ConvGeom convGeom(const Tensor &x, const Tensor &w, const Tensor &y,
                   const std::vector<int64_t> &strides, const std::vector<int64_t> &pads,
@@ -716,6 +648,13 @@ void im2col(const T *x, int64_t channels, const ConvGeom &g, T *col) {
     }
   });
 }
+
+template void im2col<float>(const float *, int64_t, const ConvGeom &, float *);
+template void im2col<double>(const double *, int64_t, const ConvGeom &, double *);
+
+} // namespace hpcrt
+
+namespace {
 
 /// f32 convolution without im2col, for a unit stride in the last spatial
 /// dimension: the input is copied once into a zero-padded buffer (unless

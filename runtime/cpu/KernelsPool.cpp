@@ -5,7 +5,9 @@
 // transforms of the ONNX reference implementation. 2-D max/avg pooling
 // runs as two separable 1-D passes (H, then W) that vectorize; avg sums in
 // the compute type (float for f32/f16/bf16), max falls back to the
-// per-window loop for planes holding a NaN.
+// per-window loop for planes holding a NaN. The window geometry (poolGeom,
+// WindowTable, forEachWindow in Kernel.h) is shared with the pooling
+// gradients of KernelsTrain.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,13 +18,7 @@
 
 using namespace hpcrt;
 
-namespace {
-
-struct PoolGeom {
-  int r = 0;
-  std::vector<int64_t> in, out, k, stride, dil, padB, padE;
-  int64_t inSize = 1, outSize = 1, kSize = 1, planes = 1;
-};
+namespace hpcrt {
 
 PoolGeom poolGeom(const Tensor &x, const Tensor &y, bool ceilMode,
                   const std::vector<int64_t> &dilations, const std::vector<int64_t> &kernel,
@@ -68,88 +64,28 @@ PoolGeom poolGeom(const Tensor &x, const Tensor &y, bool ceilMode,
   return g;
 }
 
-/// Per spatial dimension and output coordinate: the first input index
-/// inside the input, how many window taps fall inside it, and how many
-/// inside the padded extent (avg_pool's count_include_pad).
-struct WindowTable {
-  std::vector<int64_t> first[8], count[8], padded[8];
-
-  explicit WindowTable(const PoolGeom &g) {
-    for (int d = 0; d < g.r; ++d) {
-      int64_t n = g.out[d];
-      first[d].resize(n);
-      count[d].resize(n);
-      padded[d].resize(n);
-      for (int64_t oc = 0; oc < n; ++oc) {
-        int64_t start = oc * g.stride[d] - g.padB[d], dil = g.dil[d];
-        int64_t k0 = start < 0 ? (-start + dil - 1) / dil : 0;
-        int64_t lim = g.in[d] - start; // positions start + k*dil < in
-        int64_t k1 = lim <= 0 ? 0 : std::min(g.k[d], (lim + dil - 1) / dil);
-        int64_t limPad = g.in[d] + g.padE[d] - start;
-        padded[d][oc] = limPad <= 0 ? 0 : std::min(g.k[d], (limPad + dil - 1) / dil);
-        count[d][oc] = std::max<int64_t>(0, k1 - k0);
-        first[d][oc] = start + k0 * dil;
-      }
+WindowTable::WindowTable(const PoolGeom &g) {
+  for (int d = 0; d < g.r; ++d) {
+    int64_t n = g.out[d];
+    first[d].resize(n);
+    count[d].resize(n);
+    padded[d].resize(n);
+    for (int64_t oc = 0; oc < n; ++oc) {
+      int64_t start = oc * g.stride[d] - g.padB[d], dil = g.dil[d];
+      int64_t k0 = start < 0 ? (-start + dil - 1) / dil : 0;
+      int64_t lim = g.in[d] - start; // positions start + k*dil < in
+      int64_t k1 = lim <= 0 ? 0 : std::min(g.k[d], (lim + dil - 1) / dil);
+      int64_t limPad = g.in[d] + g.padE[d] - start;
+      padded[d][oc] = limPad <= 0 ? 0 : std::min(g.k[d], (limPad + dil - 1) / dil);
+      count[d][oc] = std::max<int64_t>(0, k1 - k0);
+      first[d][oc] = start + k0 * dil;
     }
   }
-};
-
-/// Runs pool(plane, outIndex, visit) for every output element, where
-/// visit(f) calls f(inputOffset) for each window position inside the input
-/// and returns (valid, padded) counts. Planes are spread over the pool.
-template <typename F> void forEachWindow(const PoolGeom &g, F &&f) {
-  WindowTable w(g);
-  parallelFor(g.planes, static_cast<double>(g.outSize) * g.kSize, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      if (g.r == 2) {
-        // The common case without divisions per element.
-        int64_t W = g.in[1], dh = g.dil[0] * W, dw = g.dil[1];
-        int64_t o = 0;
-        for (int64_t oh = 0; oh < g.out[0]; ++oh) {
-          int64_t h0 = w.first[0][oh], hc = w.count[0][oh], hp = w.padded[0][oh];
-          for (int64_t ow = 0; ow < g.out[1]; ++ow, ++o) {
-            int64_t w0 = w.first[1][ow], wc = w.count[1][ow];
-            int64_t base = h0 * W + w0;
-            f(plane, o, hc * wc, hp * w.padded[1][ow], [&](auto &&visit) {
-              for (int64_t a = 0; a < hc; ++a)
-                for (int64_t b = 0; b < wc; ++b)
-                  visit(base + a * dh + b * dw);
-            });
-          }
-        }
-        continue;
-      }
-      for (int64_t o = 0; o < g.outSize; ++o) {
-        int64_t first[8], cnt[8], istr[8];
-        int64_t padded = 1, valid = 1, rem = o, mult = 1;
-        for (int d = g.r - 1; d >= 0; --d) {
-          int64_t oc = rem % g.out[d];
-          rem /= g.out[d];
-          first[d] = w.first[d][oc];
-          cnt[d] = w.count[d][oc];
-          padded *= w.padded[d][oc];
-          valid *= cnt[d];
-          istr[d] = mult;
-          mult *= g.in[d];
-        }
-        f(plane, o, valid, padded, [&](auto &&visit) {
-          int64_t j[8] = {};
-          for (int64_t n = 0; n < valid; ++n) {
-            int64_t off = 0;
-            for (int d = 0; d < g.r; ++d)
-              off += (first[d] + j[d] * g.dil[d]) * istr[d];
-            visit(off);
-            for (int d = g.r - 1; d >= 0; --d) {
-              if (++j[d] < cnt[d])
-                break;
-              j[d] = 0;
-            }
-          }
-        });
-      }
-    }
-  });
 }
+
+} // namespace hpcrt
+
+namespace {
 
 /// 2-D pooling as two 1-D passes (the windows are rectangles): along H
 /// into `rows` (one row of the input width per output row; contiguous, so

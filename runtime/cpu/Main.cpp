@@ -3,8 +3,11 @@
 // main() of every compiled model: `./model run ...` binds inputs from .npy or
 // .pb files, maps the weights next to the executable, runs the compiled
 // program (hpc_program_run) --iters times, writes the outputs as .npy and
-// prints a summary; `./model info` describes the model. Every error a user
-// can cause ends in one line `<prog>: error: ...` and exit status 1.
+// prints a summary; `./model train ...` (a program compiled with --train)
+// is the backend-neutral driver's (runtime/driver/Train.h), to which this
+// file hands the CPU kernels' thread setting; `./model info` describes the
+// model. Every error a user can cause ends in one line `<prog>: error: ...`
+// and exit status 1.
 //
 // A partitioned program (its manifest has a "mesh") runs as one process per
 // rank under mpirun: main() starts MPI, checks the world size against the
@@ -12,13 +15,17 @@
 // alone writes the outputs and prints. After each phase (setup, every run,
 // the outputs) the ranks agree on whether any failed; the lowest failing
 // rank prints its one line and every rank exits 1. Without a mesh, no MPI
-// call is made.
+// call is made. The process model (MpiRun, the error agreement, the
+// weights file's resolution) is runtime/driver/Process.h's, shared with
+// `train`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
-#include "../comm/CommQueue.h"
-#include "../comm/MpiComm.h"
+#include "../driver/Args.h"
+#include "../driver/Files.h"
+#include "../driver/Process.h"
+#include "../driver/Train.h"
 #include "../io/TensorIO.h"
 
 #include <cblas.h>
@@ -26,185 +33,46 @@
 
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
-#include <sys/stat.h>
-#include <thread>
 
 using namespace hpcrt;
 
 namespace {
 
-/// The executable's name, for `<prog>: error: ...` lines.
-std::string progName = "model";
-
-/// Ends the process with `code` after the message (if any) was printed.
-struct QuietExit {
-  int code;
-};
-
-/// The rank the launcher gave this process, read before MPI_Init (0 when
-/// not launched by mpirun), so that an error every rank meets before MPI
-/// starts is printed once.
-int launcherRank() {
-  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char *v = getenv(var))
-      return atoi(v);
-  return 0;
-}
-
-/// The number of processes the launcher started (1 when not launched by
-/// mpirun), read without MPI.
-int launcherSize() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char *v = getenv(var))
-      return std::max(1, atoi(v));
-  return 1;
-}
-
-/// MPI for the run of a program with a mesh: started by start(), finished
-/// (buffered sends completed, communicators freed, MPI_Finalize) when it
-/// goes out of scope.
-struct MpiRun {
-  bool active = false;
-  int rank = 0, size = 1;
-  std::unique_ptr<comm::MpiComm> comm;
-  /// The asynchronous ops' communication thread (threaded when MPI allows
-  /// calls from one thread at a time, whichever it is).
-  std::unique_ptr<comm::CommQueue> queue;
-
-  ~MpiRun() {
-    if (!active)
-      return;
-    queue.reset();
-    comm.reset();
-    MPI_Finalize();
-  }
-
-  void start(Context &ctx) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-      fail("MPI_Init failed");
-    queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED);
-    ctx.setCommQueue(queue.get());
-    active = true;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    std::vector<comm::MeshAxis> mesh;
-    for (const MeshAxisInfo &a : ctx.mesh())
-      mesh.push_back({a.name, a.size, a.level});
-    int64_t want = ctx.meshRanks();
-    if (size != want) {
-      if (rank == 0)
-        fprintf(stderr,
-                "%s: error: compiled for %lld ranks (mesh %s) but started with %d; "
-                "run it with mpirun -n %lld\n",
-                progName.c_str(), static_cast<long long>(want),
-                comm::meshString(mesh).c_str(), size, static_cast<long long>(want));
-      throw QuietExit{1};
-    }
-    step([&] { comm = std::make_unique<comm::MpiComm>(mesh, MPI_COMM_WORLD); });
-    ctx.setComm(comm.get());
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &localRanks);
-    MPI_Comm_free(&node);
-  }
-
-  /// Runs f on every rank; if it threw on any rank, the lowest failing rank
-  /// prints its error and every rank exits 1. Without MPI, f runs as is.
-  /// f must not call collectives (a rank that failed early skips them).
-  template <typename F> void step(F &&f) {
-    if (!active) {
-      f();
-      return;
-    }
-    std::string error;
-    try {
-      f();
-    } catch (const std::bad_alloc &) {
-      error = "out of memory";
-    } catch (const std::exception &e) {
-      error = e.what();
-    }
-    agree(error);
-  }
-
-  /// Every rank passes its error ("" when none); see step().
-  void agree(const std::string &error) {
-    if (!active) {
-      if (!error.empty())
-        fail(error);
-      return;
-    }
-    int mine = error.empty() ? INT_MAX : rank, first = INT_MAX;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == INT_MAX)
-      return;
-    if (first == rank) {
-      if (rank == 0)
-        fprintf(stderr, "%s: error: %s\n", progName.c_str(), error.c_str());
-      else
-        fprintf(stderr, "%s: error: rank %d: %s\n", progName.c_str(), rank, error.c_str());
-      fflush(stderr);
-    }
-    throw QuietExit{1};
-  }
-
-  /// Threads per rank when neither --threads nor OMP_NUM_THREADS says:
-  /// the cores divided among the ranks on this node.
-  int threadsPerRank() const {
-    int cores = static_cast<int>(std::thread::hardware_concurrency());
-    return std::max(1, cores / std::max(1, localRanks));
-  }
-
-  int localRanks = 1; ///< ranks on this node
-};
+using driver::loadWeights;
+using driver::makeDirs;
+using driver::MpiRun;
+using driver::parsePositive;
+using driver::progName;
+using driver::QuietExit;
 
 const char *usageText =
     "usage: %s run --input NAME=FILE.npy|FILE.pb ... --output-dir DIR\n"
     "              [--iters N] [--threads T] [--trace FILE.json] [--weights FILE]\n"
     "              [--verbose]\n"
+    "       %s train --data NAME=FILE.npy ... | --tokens FILE  --steps N\n"
+    "              [--metrics FILE.jsonl] [--log-every K] [--threads T]\n"
+    "              [--ckpt-dir DIR [--ckpt-every K] [--ckpt-keep K]]\n"
+    "              [--resume | --resume-from DIR/step-N]\n"
+    "              [--lr F] [--lr-schedule constant|cosine:WARMUP,TOTAL|linear:WARMUP,TOTAL]\n"
+    "              [--eval-data NAME=FILE ... | --eval-tokens FILE] [--eval-every K]\n"
+    "              [--eval-batches K] [--init-weights FILE.safetensors]\n"
+    "              [--save FILE.safetensors] [--dump-outputs DIR --dump-steps S,...]\n"
+    "              [--weights FILE] [--verbose]\n"
+    "              (a program compiled with --train; HPC_FAULT=kill@STEP kills it\n"
+    "              during that step, for tests; see docs/training.md)\n"
     "       %s info\n"
-    "A program compiled for a mesh runs one process per rank: mpirun -n N %s run ...\n";
+    "A program compiled for a mesh runs one process per rank: mpirun -n N %s run|train ...\n";
 
-void makeDirs(const std::string &dir) {
-  std::string cur;
-  size_t i = 0;
-  while (i <= dir.size()) {
-    size_t j = dir.find('/', i);
-    if (j == std::string::npos)
-      j = dir.size();
-    cur = dir.substr(0, j);
-    if (!cur.empty() && mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST)
-      fail(dir + ": cannot create output directory: " + strerror(errno));
-    i = j + 1;
-  }
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    fail(dir + ": not a directory");
-}
-
-int64_t parsePositive(const std::string &flag, const std::string &v) {
-  char *end = nullptr;
-  errno = 0;
-  long long n = strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || n < 1 || n > 1000000000)
-    fail(flag + " needs a positive integer, got '" + v + "'");
-  return n;
-}
-
-std::string fileNameFor(const std::string &name) {
-  std::string s;
-  for (char ch : name)
-    s += (isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_') ? ch : '_';
-  return s;
+/// The CPU kernels' threads: OpenMP's and OpenBLAS's.
+void setKernelThreads(int threads) {
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
 }
 
 std::string inputList(const Context &ctx) {
@@ -305,25 +173,6 @@ Options parseRun(int argc, char **argv) {
   return o;
 }
 
-void loadWeights(Context &ctx, const std::string &override, bool verbose) {
-  if (!ctx.hasWeights()) {
-    if (!override.empty())
-      fail("--weights given, but the model has no weights");
-    return;
-  }
-  std::string path = override;
-  if (path.empty()) {
-    path = ctx.weightsFile();
-    if (path.empty() || path[0] != '/')
-      path = executableDir() + "/" + path;
-  }
-  if (verbose)
-    fprintf(stderr, "weights: %s (%llu bytes, hash %s)\n", path.c_str(),
-            static_cast<unsigned long long>(ctx.weightsBytes()),
-            hashString(ctx.weightsHash()).c_str());
-  ctx.loadWeightsFile(path);
-}
-
 /// Rank 0 collects every rank's trace events (start times relative to the
 /// barrier before the first run, pid = rank); other ranks get none.
 std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
@@ -361,11 +210,15 @@ std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
 int runCommand(int argc, char **argv) {
   Options o = parseRun(argc, argv);
   Context ctx(hpc_manifest);
+  if (ctx.isTrainStep())
+    fail("this is a train-step program (compiled with --train): run it with `train`, not "
+         "`run`");
   MpiRun mpi;
   if (ctx.hasMesh())
     mpi.start(ctx);
-  else if (launcherSize() > 1)
-    fail("compiled for 1 rank (no mesh) but started with " + std::to_string(launcherSize()) +
+  else if (driver::launcherSize() > 1)
+    fail("compiled for 1 rank (no mesh) but started with " +
+         std::to_string(driver::launcherSize()) +
          "; run it without mpirun, or compile it with --mesh");
   const bool root = mpi.rank == 0;
 
@@ -397,10 +250,8 @@ int runCommand(int argc, char **argv) {
     int threads = static_cast<int>(o.threads);
     if (threads == 0 && mpi.active && !getenv("OMP_NUM_THREADS"))
       threads = mpi.threadsPerRank();
-    if (threads > 0) {
-      omp_set_num_threads(threads);
-      openblas_set_num_threads(threads);
-    }
+    if (threads > 0)
+      setKernelThreads(threads);
     ctx.prepare();
     ctx.setTracing(!o.trace.empty());
   });
@@ -414,18 +265,10 @@ int runCommand(int argc, char **argv) {
   for (int64_t it = 0; it < o.iters; ++it) {
     if (mpi.active)
       MPI_Barrier(MPI_COMM_WORLD);
-    ctx.beginRun();
     auto t0 = std::chrono::steady_clock::now();
-    hpc_program_run(&ctx);
-    if (mpi.queue) {
-      std::string error = mpi.queue->finishRun();
-      if (!error.empty() && !ctx.failed())
-        ctx.setError(error);
-    }
+    driver::runProgram(ctx, mpi);
     auto t1 = std::chrono::steady_clock::now();
-    if (mpi.comm)
-      mpi.comm->completeSends();
-    mpi.agree(ctx.failed() ? ctx.error() : std::string());
+    driver::finishRun(ctx, mpi);
     double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     totalMs += ms;
     minMs = std::min(minMs, ms);
@@ -435,18 +278,11 @@ int runCommand(int argc, char **argv) {
   mpi.step([&] {
     if (!root)
       return;
-    std::set<std::string> used;
+    std::vector<std::string> files = driver::outputFileNames(ctx);
     for (size_t k = 0; k < ctx.outputList().size(); ++k) {
       const NamedTensor &out = ctx.outputList()[k];
       const Tensor &t = ctx.tensor(out.tensor);
-      std::string base = fileNameFor(out.name);
-      if (base.empty())
-        base = "output_" + std::to_string(k);
-      std::string file = base;
-      for (int n = 1; used.count(file); ++n)
-        file = base + "_" + std::to_string(n);
-      used.insert(file);
-      writeNpy(o.outputDir + "/" + file + ".npy", t.dtype, t.shape, t.data);
+      writeNpy(o.outputDir + "/" + files[k] + ".npy", t.dtype, t.shape, t.data);
       printSummary(out.name, t);
     }
     printf("time: %.3f ms/run (mean of %lld run%s, min %.3f ms)\n", totalMs / o.iters,
@@ -526,6 +362,8 @@ int infoCommand(int argc, char **argv) {
       printf("comm: %lld bytes sent per rank per run (planned)\n",
              static_cast<long long>(ctx.plannedBytesPerRank()));
   }
+  if (ctx.isTrainStep())
+    driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());
   for (const NamedTensor &in : ctx.inputList()) {
     const Tensor &t = ctx.tensor(in.tensor);
@@ -549,20 +387,26 @@ int main(int argc, char **argv) {
     prog = prog.substr(slash + 1);
   progName = prog;
   // Errors met before MPI starts are the same on every rank: print once.
-  const bool quiet = launcherRank() != 0;
+  const bool quiet = driver::launcherRank() != 0;
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      printf(usageText, prog.c_str(), prog.c_str(), prog.c_str());
+      printf(usageText, prog.c_str(), prog.c_str(), prog.c_str(), prog.c_str());
       return 0;
     }
     if (cmd == "run")
       return runCommand(argc, argv);
+    if (cmd == "train") {
+      driver::Backend cpu;
+      cpu.setThreads = setKernelThreads;
+      cpu.threads = [] { return omp_get_max_threads(); };
+      return driver::trainCommand(argc, argv, cpu);
+    }
     if (cmd == "info")
       return infoCommand(argc, argv);
     if (cmd.empty())
-      fail("missing command: run or info (see --help)");
-    fail("unknown command '" + cmd + "': run or info (see --help)");
+      fail("missing command: run, train or info (see --help)");
+    fail("unknown command '" + cmd + "': run, train or info (see --help)");
   } catch (const QuietExit &e) {
     return e.code;
   } catch (const std::bad_alloc &) {

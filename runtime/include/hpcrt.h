@@ -128,6 +128,112 @@
  *     float.
  *
  *
+ * Training programs (hpc-opt --train; docs/training.md)
+ * -----------------------------------------------------
+ *   A train-step program is one compiled step: forward, loss, backward and
+ *   optimizer updates. Its mutable state (fp32 master weights, optimizer
+ *   moments) lives in a third buffer, the state region, that the runtime
+ *   allocates once (64-byte aligned, exactly "state_bytes" long),
+ *   initializes, keeps across steps and checkpoints. The manifest adds:
+ *
+ *     "state_bytes": N,
+ *     "state": [{"name": "fc0.weight", "tensor": 3, "role": "param",
+ *                "init": "weights", "weights_offset": 1024},
+ *               {"name": "fc0.weight.exp_avg", "tensor": 9,
+ *                "role": "optimizer", "init": "zeros"}, ...],
+ *          every state tensor (region "state", offset = byte offset in
+ *          the state buffer) is listed once; other tensors of region
+ *          "state" are views of listed ones (same offset and bytes, another
+ *          shape: a reshaped parameter). role "param" is a model weight
+ *          (saved under its initializer name by `train --save`),
+ *          "optimizer" is optimizer state. init "weights": copy the
+ *          tensor's bytes from the weights data section at weights_offset;
+ *          "zeros": fill with zeros.
+ *     "train": {"loss": "cross-entropy" | "mse" | "output",
+ *               "labels": "labels",       the input the loss added (labels
+ *                                          or target; absent for "output")
+ *               "batch": 8,               the global batch B (first dim of
+ *                                          every data input)
+ *               "lr_input": "hpc.lr",      0-d f32 input: this step's lr
+ *               "step_input": "hpc.step",  0-d i64 input: the step, from 1
+ *               "loss_output": "loss",     0-d f32 output
+ *               "grad_norm_output": "grad_norm",  0-d f32 output: the global
+ *                                          L2 norm of the gradients (before
+ *                                          clipping)
+ *               "optimizer": {"name": "sgd" | "adamw", "lr": 0.01,
+ *                             "momentum": 0.9, ...},  the compiled values
+ *               "lr_schedule": {"kind": "constant" | "cosine" | "linear",
+ *                               "warmup": W, "total": T}}
+ *   Every other input is a data input, read from --data/--tokens. Outputs
+ *   named "grad.<name>" (compiled with --keep-gradients) are the gradients
+ *   of the state tensor <name> at this step, before clipping.
+ *
+ *   Learning rate of step s (from 1), k = s - 1, base lr from the manifest
+ *   or `train --lr`: constant: lr; linear:W,T: k < W ? lr*k/max(1,W) :
+ *   lr*max(0, (T-k)/max(1,T-W)); cosine:W,T: k < W ? lr*k/max(1,W) :
+ *   lr*max(0, 0.5*(1+cos(pi*(k-W)/max(1,T-W)))) (the schedules of
+ *   transformers' get_linear/cosine_schedule_with_warmup).
+ *
+ *   Kernels of the train ops (ids, then attributes as above):
+ *   sgd_update      [0, 4, param, grad, lr, momentum_buffer | -1]
+ *                   fattrs {momentum, weight_decay}, iattrs {nesterov}
+ *   adamw_update    [0, 6, param, grad, exp_avg, exp_avg_sq, lr, step]
+ *                   fattrs {beta1, beta2, eps, weight_decay}
+ *                   Both write param (and their buffers) in place: those
+ *                   operands are state tensors, and no later kernel of the
+ *                   step reads them.
+ *   conv_weight_grad [1, dw, 2, x, dy]  iattrs {dilations, group,
+ *                   kernel_shape, pads, strides}
+ *   max_pool_grad   [1, dx, 2, x, dy]   iattrs {ceil_mode, dilations,
+ *                   kernel_shape, pads, strides}
+ *   avg_pool_grad   [1, dx, 2, x, dy]   iattrs {ceil_mode,
+ *                   count_include_pad, dilations, kernel_shape, pads, strides}
+ *
+ *
+ * The train command (runtime/driver; docs/training.md, "The train command")
+ * -------------------------------------------------------------------------
+ *   `./model train --data NAME=FILE.npy ... | --tokens FILE --steps N ...`
+ *   runs a program whose manifest has "train" (`run` refuses it; `train`
+ *   refuses a program without). How libhpcrt reads the section above:
+ *   - "loss" absent reads as "output"; "grad_norm_output" is optional;
+ *     optimizer.lr is the base lr unless --lr is given (one is required);
+ *     lr_schedule absent is constant (--lr-schedule overrides it). Roles
+ *     other than param/optimizer and inits other than weights/zeros are
+ *     errors; state tensors must not overlap.
+ *   - Data: step s (from 1) takes global samples (s-1)*B .. s*B-1 modulo
+ *     the sample count (after a resume: from the checkpoint's data
+ *     position). A data input whose first dimension is B holds the whole
+ *     batch; one whose first dimension is B/dp (dp = the size of the mesh
+ *     axis named "dp") holds rows d*B/dp .. of it, d = the rank's dp
+ *     coordinate. --tokens: raw little-endian uint16 or a .npy of
+ *     integers; sample k = t[k*T, k*T+T) for the token input (the integer
+ *     [b, T] data input that is not the labels; "input_ids" when several),
+ *     t[k*T+1, k*T+T+1) for the labels, (len-1)/T samples; inputs named
+ *     attention_mask get ones, position_ids 0..T-1 (last dimension).
+ *   - Each step: the batch, lr_input = the schedule's lr (as f32),
+ *     step_input = s; the program runs once and updates the state in
+ *     place; loss_output and grad_norm_output are read after it.
+ *   - Checkpoints (--ckpt-dir DIR --ckpt-every K, and after the last step):
+ *     DIR/step-N/rank-R.safetensors (one record per state tensor named by
+ *     its state name; __metadata__: hpc_plan_hash, hpc_step, hpc_rank,
+ *     hpc_format_version, hpc_slice.<name> = {"global_shape": [...],
+ *     "slice": [[start, end], ...]}) and DIR/step-N/manifest.json
+ *     {format_version: 1, plan_hash, model, step, data_position:
+ *     {next_sample, step}, rng: {seed_counter: 0}, world_size,
+ *     state_bytes, shards: [{file, bytes, hash}]}; hash = hpcrt_hash64 of
+ *     the shard file, plan_hash = hpcrt_hash64 of hpc_manifest's text
+ *     (16 hex digits each). Written to DIR/.tmp-step-N-XXXXXX, fsync-ed,
+ *     renamed to DIR/step-N, then DIR/latest ("step-N") replaced
+ *     atomically; the newest --ckpt-keep (3) step directories up to N stay.
+ *     --resume takes the newest that verifies (skipping corrupt ones with a
+ *     warning), --resume-from DIR/step-N that one; another plan hash is
+ *     refused. A resumed run continues at N+1 and is bitwise the same run.
+ *   - HPC_FAULT=kill@STEP (environment, for tests): the process raises
+ *     SIGKILL in that step, after its program ran, before its metrics and
+ *     checkpoint are written. Unset or empty: inert; anything else: error.
+ *   - hpcrt_tensor_data (below) is for hand-written stand-in programs.
+ *
+ *
  * Distributed programs (dist ops)
  * -------------------------------
  *   A partitioned program is the per-rank (SPMD) program of a mesh: every
@@ -306,6 +412,13 @@ void hpc_program_run(hpcrt_ctx *ctx);
  * starting from the FNV offset basis 0xcbf29ce484222325 with the prime
  * 0x100000001b3, then xor-ed with the byte length. */
 uint64_t hpcrt_hash64(const void *data, size_t bytes);
+
+/* The data of tensor `id` of a prepared context (NULL for an id outside the
+ * manifest's table or before the context is prepared). For hand-written
+ * stand-in programs of the tests (test/runtime/FakeTrainProgram.c), which
+ * compute in C what a compiled program would call kernels for; compiled
+ * code never calls it. */
+void *hpcrt_tensor_data(hpcrt_ctx *ctx, int32_t id);
 
 #ifdef __cplusplus
 }

@@ -77,7 +77,7 @@ std::string dictValue(const std::string &h, const std::string &key, const std::s
 
 } // namespace
 
-HostTensor parseNpy(const uint8_t *b, size_t size, const std::string &what) {
+NpyLayout parseNpyHeader(const uint8_t *b, size_t size, const std::string &what) {
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (size < 10 || memcmp(b, magic, 6) != 0)
     fail(what + ": not a .npy file (bad magic)");
@@ -107,7 +107,7 @@ HostTensor parseNpy(const uint8_t *b, size_t size, const std::string &what) {
   std::string code = descr.substr(1);
   if (order != '<' && order != '|' && order != '=' && order != '>')
     code = descr, order = '|';
-  HostTensor t;
+  NpyLayout t;
   for (const NpyType &n : kNpyTypes)
     if (code == n.descr)
       t.dtype = n.dtype;
@@ -156,7 +156,17 @@ HostTensor parseNpy(const uint8_t *b, size_t size, const std::string &what) {
   if (bytes > size - pos)
     fail(what + ": truncated .npy data (" + std::to_string(size - pos) + " bytes, shape " +
          shapeString(t.shape) + " needs " + std::to_string(static_cast<uint64_t>(bytes)) + ")");
-  t.data.assign(b + pos, b + pos + static_cast<size_t>(bytes));
+  t.dataOffset = pos;
+  t.dataBytes = static_cast<size_t>(bytes);
+  return t;
+}
+
+HostTensor parseNpy(const uint8_t *b, size_t size, const std::string &what) {
+  NpyLayout layout = parseNpyHeader(b, size, what);
+  HostTensor t;
+  t.dtype = layout.dtype;
+  t.shape = std::move(layout.shape);
+  t.data.assign(b + layout.dataOffset, b + layout.dataOffset + layout.dataBytes);
   if (t.dtype == HPCRT_BOOL)
     for (uint8_t &v : t.data)
       v = v != 0;

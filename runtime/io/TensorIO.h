@@ -24,6 +24,18 @@ struct HostTensor {
   std::vector<uint8_t> data;
 };
 
+/// Where the data of a .npy file is: dtype, shape and the byte range of
+/// the data (C order, little-endian) after the header.
+struct NpyLayout {
+  int dtype = 0;
+  std::vector<int64_t> shape;
+  size_t dataOffset = 0;
+  size_t dataBytes = 0;
+};
+
+/// Parses the header of .npy bytes (the data itself stays where it is, so
+/// that a mapped file can be read in place); checks the data is complete.
+NpyLayout parseNpyHeader(const uint8_t *bytes, size_t size, const std::string &what);
 /// Parses .npy bytes; `what` names the source in errors.
 HostTensor parseNpy(const uint8_t *bytes, size_t size, const std::string &what);
 /// Parses a serialized onnx.TensorProto.

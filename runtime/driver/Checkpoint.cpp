@@ -1,0 +1,397 @@
+//===- Checkpoint.cpp - sharded checkpoints of the state region -----------===//
+//
+// Writing (CheckpointWriter: rank 0 makes the temporary directory and names
+// it to the others, every rank writes and fsyncs its shard, rank 0 gathers
+// the sizes and checksums, writes manifest.json, publishes and prunes),
+// verifying and choosing a checkpoint to resume from, loading a shard into
+// the state, and the params-only safetensors files of --save and
+// --init-weights. See Checkpoint.h for the layout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include "Files.h"
+#include "../io/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include <sys/stat.h>
+
+using json = nlohmann::json;
+
+namespace hpcrt::driver {
+
+std::string planHash(const char *manifestText) {
+  return hashString(hpcrt_hash64(manifestText, strlen(manifestText)));
+}
+
+namespace {
+
+std::string shardName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
+
+/// The step number of a directory entry named "step-N" (-1 otherwise).
+int64_t stepOfName(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 15)
+    return -1;
+  int64_t n = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return std::to_string(n) == name.substr(5) ? n : -1;
+}
+
+/// The step directories of `dir`, newest first.
+std::vector<int64_t> stepDirectories(const std::string &dir) {
+  std::vector<int64_t> steps;
+  for (const std::string &n : listDirectory(dir)) {
+    int64_t s = stepOfName(n);
+    if (s >= 0 && isDirectory(dir + "/" + n))
+      steps.push_back(s);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+std::string stepDirName(int64_t step) { return "step-" + std::to_string(step); }
+
+/// The records of a shard: the state tensors in the manifest's order.
+std::vector<SafetensorsEntry> stateEntries(const Context &ctx, bool paramsOnly) {
+  std::vector<SafetensorsEntry> entries;
+  for (const StateEntry &e : ctx.stateList()) {
+    if (paramsOnly && !e.isParam())
+      continue;
+    const Tensor &t = ctx.tensor(e.tensor);
+    entries.push_back({e.name, t.dtype, t.shape, t.bytes});
+  }
+  return entries;
+}
+
+std::vector<Piece> statePieces(const Context &ctx, bool paramsOnly) {
+  std::vector<Piece> pieces;
+  for (const StateEntry &e : ctx.stateList())
+    if (!paramsOnly || e.isParam())
+      pieces.push_back({ctx.tensor(e.tensor).data, ctx.tensor(e.tensor).bytes});
+  return pieces;
+}
+
+std::string recordText(const std::string &dtype, const std::vector<int64_t> &shape) {
+  return dtype + " " + shapeString(shape);
+}
+
+/// Checks the size and checksum of a mapped shard against the manifest.
+void checkShardBytes(const MappedFile &f, const ShardInfo &s) {
+  if (f.size() != s.bytes)
+    fail(f.path() + ": " + std::to_string(f.size()) +
+         " bytes, the checkpoint's manifest.json says " + std::to_string(s.bytes) +
+         " (truncated or corrupted)");
+  uint64_t h = hpcrt_hash64(f.data(), f.size());
+  if (h != s.hash)
+    fail(f.path() + ": checksum " + hashString(h) + " does not match the manifest's " +
+         hashString(s.hash) + " (corrupted)");
+}
+
+json readJsonFile(const std::string &path) {
+  MappedFile f(path);
+  try {
+    return json::parse(f.data(), f.data() + f.size());
+  } catch (const json::exception &) {
+    fail(path + ": not valid JSON (truncated or corrupted)");
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Reading and choosing checkpoints
+//===----------------------------------------------------------------------===//
+
+CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &plan,
+                              bool checkShards) {
+  std::string mpath = stepDir + "/manifest.json";
+  if (!isDirectory(stepDir))
+    fail(stepDir + ": not a checkpoint directory");
+  json m = readJsonFile(mpath);
+  auto bad = [&](const std::string &what) { fail(mpath + ": " + what); };
+  if (!m.is_object() || !m.contains("format_version") || !m["format_version"].is_number_integer())
+    bad("not a checkpoint manifest (no format_version)");
+  if (m["format_version"].get<int64_t>() != kCheckpointFormatVersion)
+    bad("format version " + std::to_string(m["format_version"].get<int64_t>()) +
+        " is not supported (this runtime reads version " +
+        std::to_string(kCheckpointFormatVersion) + ")");
+  if (!m.contains("plan_hash") || !m["plan_hash"].is_string())
+    bad("no plan_hash");
+  std::string hash = m["plan_hash"].get<std::string>();
+  if (hash != plan.planHash) {
+    std::string model = m.contains("model") && m["model"].is_string()
+                            ? " of model '" + m["model"].get<std::string>() + "'"
+                            : "";
+    throw PlanMismatch(stepDir + ": a checkpoint" + model +
+                       " of another model or plan (plan hash " + hash + ", this program's is " +
+                       plan.planHash + ")");
+  }
+  CheckpointInfo c;
+  c.dir = stepDir;
+  if (!m.contains("step") || !m["step"].is_number_integer() || m["step"].get<int64_t>() < 1)
+    bad("no positive step");
+  c.step = m["step"].get<int64_t>();
+  const json &pos = m.contains("data_position") ? m["data_position"] : json();
+  if (!pos.is_object() || !pos.contains("next_sample") || !pos["next_sample"].is_number_integer() ||
+      pos["next_sample"].get<int64_t>() < 0)
+    bad("no data_position.next_sample");
+  c.nextSample = pos["next_sample"].get<int64_t>();
+  if (m.contains("rng") && m["rng"].is_object() && m["rng"].contains("seed_counter") &&
+      m["rng"]["seed_counter"].is_number_unsigned())
+    c.rngCounter = m["rng"]["seed_counter"].get<uint64_t>();
+  if (!m.contains("shards") || !m["shards"].is_array())
+    bad("no shards");
+  const json &shards = m["shards"];
+  if (static_cast<int>(shards.size()) != plan.worldSize)
+    bad("written by " + std::to_string(shards.size()) + " ranks, this run has " +
+        std::to_string(plan.worldSize));
+  for (size_t r = 0; r < shards.size(); ++r) {
+    const json &s = shards[r];
+    if (!s.is_object() || !s.contains("file") || !s["file"].is_string() || !s.contains("bytes") ||
+        !s["bytes"].is_number_unsigned() || !s.contains("hash") || !s["hash"].is_string())
+      bad("shards[" + std::to_string(r) + "] needs file, bytes and hash");
+    ShardInfo info;
+    info.file = s["file"].get<std::string>();
+    if (info.file != shardName(static_cast<int>(r)))
+      bad("shards[" + std::to_string(r) + "] is '" + info.file + "', expected '" +
+          shardName(static_cast<int>(r)) + "'");
+    info.bytes = s["bytes"].get<uint64_t>();
+    info.hash = parseHash(s["hash"].get<std::string>(), mpath);
+    c.shards.push_back(info);
+  }
+  if (checkShards)
+    for (const ShardInfo &s : c.shards)
+      checkShardBytes(MappedFile(stepDir + "/" + s.file), s);
+  return c;
+}
+
+CheckpointInfo findResumable(const std::string &dir, const CheckpointPlan &plan,
+                             std::vector<std::string> &warnings) {
+  if (!isDirectory(dir))
+    fail(dir + ": no checkpoint directory to resume from");
+  std::vector<int64_t> steps = stepDirectories(dir);
+  if (steps.empty())
+    fail(dir + ": no checkpoint to resume from (no step-N directory)");
+  std::vector<std::string> skipped;
+  for (int64_t s : steps) {
+    try {
+      CheckpointInfo c = readCheckpoint(dir + "/" + stepDirName(s), plan, true);
+      for (const std::string &why : skipped)
+        warnings.push_back("skipping a checkpoint that does not verify: " + why);
+      return c;
+    } catch (const PlanMismatch &) {
+      throw;
+    } catch (const Error &e) {
+      skipped.push_back(e.what());
+    }
+  }
+  fail(dir + ": no checkpoint verifies (newest: " + skipped.front() + ")" +
+       (skipped.size() > 1 ? " and " + std::to_string(skipped.size() - 1) + " older fail too"
+                           : ""));
+}
+
+void checkFreshDirectory(const std::string &dir) {
+  std::vector<int64_t> steps = stepDirectories(dir);
+  if (!steps.empty())
+    fail(dir + ": already holds checkpoints (newest " + stepDirName(steps.front()) +
+         "); pass --resume to continue them, or use another --ckpt-dir");
+}
+
+namespace {
+/// Copies records of a parsed safetensors file into state tensors: every
+/// one of `entries` must be there with its dtype and shape, and nothing
+/// else.
+void copyRecords(Context &ctx, const MappedFile &f, const SafetensorsFile &st,
+                 bool paramsOnly, const char *kind) {
+  std::map<std::string, const StateEntry *> wanted;
+  for (const StateEntry &e : ctx.stateList())
+    if (!paramsOnly || e.isParam())
+      wanted[e.name] = &e;
+  for (const auto &[name, e] : wanted) {
+    const Tensor &t = ctx.tensor(e->tensor);
+    std::string mine = recordText(safetensorsDtype(t.dtype), t.shape);
+    const SafetensorsRecord *r = st.find(name);
+    if (!r)
+      fail(f.path() + ": no tensor '" + name + "' (the program's " + kind + " " + mine + ")");
+    if (r->dtype != t.dtype || r->shape != t.shape)
+      fail(f.path() + ": tensor '" + name + "' is " + recordText(r->dtypeName, r->shape) +
+           ", the program's " + kind + " is " + mine);
+  }
+  for (const SafetensorsRecord &r : st.records)
+    if (!wanted.count(r.name))
+      fail(f.path() + ": tensor '" + r.name + "' is not a " + kind + " of the program");
+  for (const auto &[name, e] : wanted) {
+    const Tensor &t = ctx.tensor(e->tensor);
+    const SafetensorsRecord *r = st.find(name);
+    if (t.bytes)
+      memcpy(t.data, f.data() + st.dataOffset + r->begin, t.bytes);
+  }
+}
+} // namespace
+
+uint64_t loadShard(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPlan &plan,
+                   int rank) {
+  const ShardInfo &s = ckpt.shards.at(static_cast<size_t>(rank));
+  MappedFile f(ckpt.dir + "/" + s.file);
+  checkShardBytes(f, s);
+  SafetensorsFile st = parseSafetensors(f.data(), f.size(), f.path());
+  auto it = st.metadata.find("hpc_plan_hash");
+  if (it == st.metadata.end() || it->second != plan.planHash)
+    fail(f.path() + ": shard of another plan (hpc_plan_hash " +
+         (it == st.metadata.end() ? std::string("missing") : it->second) + ", this program's is " +
+         plan.planHash + ")");
+  copyRecords(ctx, f, st, false, "state tensor");
+  return f.size();
+}
+
+//===----------------------------------------------------------------------===//
+// Writing checkpoints
+//===----------------------------------------------------------------------===//
+
+CheckpointWriter::CheckpointWriter(Context &ctx, MpiRun &mpi, std::string dir, int64_t keep,
+                                   CheckpointPlan plan)
+    : ctx_(ctx), mpi_(mpi), dir_(std::move(dir)), keep_(keep), plan_(std::move(plan)) {}
+
+uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample) {
+  const bool root = mpi_.rank == 0;
+  std::string tmp;
+  mpi_.step([&] {
+    if (!root)
+      return;
+    makeDirs(dir_, "checkpoint directory");
+    tmp = makeTempDirectory(dir_ + "/.tmp-" + stepDirName(step) + "-");
+    chmod(tmp.c_str(), 0755); // mkdtemp makes it 0700
+  });
+  tmp = mpi_.broadcast(tmp);
+  auto cleanup = [&] {
+    if (root)
+      removeTree(tmp);
+  };
+  uint64_t mapped = 0;
+  ShardInfo mine;
+  mpi_.step([&] { mine = writeShard(tmp, step, mapped); }, cleanup);
+  std::vector<uint64_t> all = mpi_.allGather({mine.bytes, mine.hash});
+  mpi_.step(
+      [&] {
+        if (!root)
+          return;
+        std::vector<ShardInfo> shards;
+        for (int r = 0; r < mpi_.size; ++r)
+          shards.push_back({shardName(r), all[2 * r], all[2 * r + 1]});
+        writeManifest(tmp, step, nextSample, shards);
+        syncPath(tmp);
+        publish(tmp, step);
+        prune(step);
+      },
+      cleanup);
+  return mapped;
+}
+
+ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uint64_t &mapped) {
+  std::map<std::string, std::string> meta = {
+      {"hpc_plan_hash", plan_.planHash},
+      {"hpc_step", std::to_string(step)},
+      {"hpc_rank", std::to_string(mpi_.rank)},
+      {"hpc_format_version", std::to_string(kCheckpointFormatVersion)}};
+  for (const StateEntry &e : ctx_.stateList()) {
+    const Tensor &t = ctx_.tensor(e.tensor);
+    json slice = json::array();
+    for (int64_t d : t.shape)
+      slice.push_back({0, d});
+    meta["hpc_slice." + e.name] = json{{"global_shape", t.shape}, {"slice", slice}}.dump();
+  }
+  std::vector<uint8_t> header = safetensorsHeader(stateEntries(ctx_, false), meta);
+  std::vector<Piece> pieces = {{header.data(), header.size()}};
+  for (const Piece &p : statePieces(ctx_, false))
+    pieces.push_back(p);
+  std::string path = tmp + "/" + shardName(mpi_.rank);
+  writeDurably(path, pieces);
+  MappedFile f(path);
+  mapped = f.size();
+  return {shardName(mpi_.rank), f.size(), hpcrt_hash64(f.data(), f.size())};
+}
+
+void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64_t nextSample,
+                                     const std::vector<ShardInfo> &shards) {
+  json m;
+  m["format"] = "hpc-opt checkpoint";
+  m["format_version"] = kCheckpointFormatVersion;
+  m["plan_hash"] = plan_.planHash;
+  m["model"] = plan_.model;
+  m["step"] = step;
+  m["data_position"] = {{"next_sample", nextSample}, {"step", step}};
+  m["rng"] = {{"seed_counter", 0}};
+  m["world_size"] = plan_.worldSize;
+  m["state_bytes"] = ctx_.stateBytes();
+  json list = json::array();
+  for (const ShardInfo &s : shards)
+    list.push_back({{"file", s.file}, {"bytes", s.bytes}, {"hash", hashString(s.hash)}});
+  m["shards"] = list;
+  std::string text = m.dump(2) + "\n";
+  writeDurably(tmp + "/manifest.json", {{text.data(), text.size()}});
+}
+
+void CheckpointWriter::publish(const std::string &tmp, int64_t step) {
+  std::string final = dir_ + "/" + stepDirName(step);
+  if (pathExists(final)) {
+    // An older checkpoint of this step (a run resumed before it): move it
+    // aside (rename onto an empty directory replaces it), then drop it.
+    std::string old = makeTempDirectory(dir_ + "/.old-" + stepDirName(step) + "-");
+    if (rename(final.c_str(), old.c_str()) != 0)
+      fail(final + ": cannot move the older checkpoint aside: " + strerror(errno));
+    if (rename(tmp.c_str(), final.c_str()) != 0)
+      fail(final + ": cannot rename " + tmp + " to it: " + strerror(errno));
+    removeTree(old);
+  } else if (rename(tmp.c_str(), final.c_str()) != 0) {
+    fail(final + ": cannot rename " + tmp + " to it: " + strerror(errno));
+  }
+  syncPath(dir_);
+  std::string latest = stepDirName(step);
+  writeAtomically(dir_ + "/latest", {{latest.data(), latest.size()}});
+}
+
+void CheckpointWriter::prune(int64_t step) {
+  int64_t kept = 0;
+  for (int64_t s : stepDirectories(dir_)) {
+    if (s > step)
+      continue;
+    if (++kept > keep_)
+      removeTree(dir_ + "/" + stepDirName(s));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// --save, --init-weights
+//===----------------------------------------------------------------------===//
+
+void saveParams(const Context &ctx, const std::string &path, const CheckpointPlan &plan,
+                int64_t step) {
+  std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"hpc_plan_hash", plan.planHash}, {"hpc_step", std::to_string(step)}};
+  std::vector<uint8_t> header = safetensorsHeader(stateEntries(ctx, true), meta);
+  std::vector<Piece> pieces = {{header.data(), header.size()}};
+  for (const Piece &p : statePieces(ctx, true))
+    pieces.push_back(p);
+  writeAtomically(path, pieces);
+}
+
+uint64_t initParams(Context &ctx, const std::string &path) {
+  MappedFile f(path);
+  SafetensorsFile st = parseSafetensors(f.data(), f.size(), path);
+  copyRecords(ctx, f, st, true, "param");
+  return f.size();
+}
+
+} // namespace hpcrt::driver

@@ -1,0 +1,128 @@
+//===- Checkpoint.h - sharded checkpoints of the state region ---*- C++ -*-===//
+//
+// A checkpoint is one directory DIR/step-N:
+//   rank-R.safetensors  one shard per rank: a record per state tensor (named
+//                       by its state name, this rank's dtype and shape);
+//                       __metadata__ has "hpc_plan_hash", "hpc_step",
+//                       "hpc_rank" and, per record, "hpc_slice.<name>" =
+//                       {"global_shape": [...], "slice": [[start, end], ...]}
+//                       (for now every rank holds whole tensors);
+//   manifest.json       format version, plan hash, model, step, the data
+//                       position, the RNG state, and each shard's size and
+//                       hpcrt_hash64 checksum.
+// It is written into DIR/.tmp-step-N-XXXXXX (files and directory fsync-ed),
+// renamed to DIR/step-N (DIR fsync-ed), and then DIR/latest ("step-N") is
+// replaced atomically; the newest --ckpt-keep step directories up to N are
+// kept. Nothing else in DIR is touched. The plan hash (hpcrt_hash64 of the
+// program's manifest text) names the layout: a checkpoint of another plan is
+// refused. Also here: `train --save` (params as a plain safetensors file) and
+// `train --init-weights` (params from one).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_DRIVER_CHECKPOINT_H
+#define HPCRT_DRIVER_CHECKPOINT_H
+
+#include "Process.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hpcrt::driver {
+
+/// The checkpoint format version this runtime writes and reads.
+constexpr int kCheckpointFormatVersion = 1;
+
+/// hpcrt_hash64 of the manifest text, as 16 hex digits.
+std::string planHash(const char *manifestText);
+
+/// A checkpoint of another model or plan (its plan hash differs).
+struct PlanMismatch : Error {
+  using Error::Error;
+};
+
+/// One shard listed in a checkpoint's manifest.json.
+struct ShardInfo {
+  std::string file; ///< "rank-R.safetensors"
+  uint64_t bytes = 0;
+  uint64_t hash = 0;
+};
+
+/// What a verified checkpoint's manifest.json says.
+struct CheckpointInfo {
+  std::string dir; ///< DIR/step-N
+  int64_t step = 0;
+  int64_t nextSample = 0; ///< the data position: the next global sample
+  uint64_t rngCounter = 0;
+  std::vector<ShardInfo> shards;
+};
+
+/// What the checkpoints of a run must match.
+struct CheckpointPlan {
+  std::string planHash;
+  std::string model;
+  int worldSize = 1;
+};
+
+/// Reads DIR/step-N/manifest.json and checks the plan hash (PlanMismatch)
+/// and the world size; with `checkShards`, also every shard's size and
+/// checksum. Throws hpcrt::Error naming the file.
+CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &plan,
+                              bool checkShards);
+
+/// --resume: the newest step directory of `dir` that verifies. A checkpoint
+/// of another plan is an error at once; corrupt newer ones are skipped, and
+/// `warnings` gets one line for each skipped one. No valid one is an error.
+CheckpointInfo findResumable(const std::string &dir, const CheckpointPlan &plan,
+                             std::vector<std::string> &warnings);
+
+/// Fails when `dir` already holds step directories (a fresh run must not
+/// mix its checkpoints with another run's).
+void checkFreshDirectory(const std::string &dir);
+
+/// Copies this rank's shard of `ckpt` into the state tensors (size,
+/// checksum, plan hash, names, dtypes and shapes checked). Returns the bytes
+/// it mapped while doing so.
+uint64_t loadShard(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPlan &plan,
+                   int rank);
+
+/// Writes checkpoints of a run (collective under MPI).
+class CheckpointWriter {
+public:
+  CheckpointWriter(Context &ctx, MpiRun &mpi, std::string dir, int64_t keep,
+                   CheckpointPlan plan);
+  /// Writes DIR/step-`step` (see the file comment); returns the bytes this
+  /// rank mapped transiently (to checksum its shard).
+  uint64_t write(int64_t step, int64_t nextSample);
+  const std::string &dir() const { return dir_; }
+
+private:
+  Context &ctx_;
+  MpiRun &mpi_;
+  std::string dir_;
+  int64_t keep_;
+  CheckpointPlan plan_;
+
+  /// Writes this rank's shard; returns its size and checksum.
+  ShardInfo writeShard(const std::string &tmp, int64_t step, uint64_t &mapped);
+  void writeManifest(const std::string &tmp, int64_t step, int64_t nextSample,
+                     const std::vector<ShardInfo> &shards);
+  /// Renames tmp to DIR/step-N (replacing an older one), updates latest.
+  void publish(const std::string &tmp, int64_t step);
+  /// Removes the step directories up to `step` beyond the newest keep_.
+  void prune(int64_t step);
+};
+
+/// `train --save`: every param state tensor, whole, under its name, in a
+/// plain safetensors file (replaced atomically).
+void saveParams(const Context &ctx, const std::string &path, const CheckpointPlan &plan,
+                int64_t step);
+/// `train --init-weights`: overwrites the param state tensors from a
+/// safetensors file by name (names, dtypes and shapes must match exactly).
+/// Returns the bytes it mapped.
+uint64_t initParams(Context &ctx, const std::string &path);
+
+} // namespace hpcrt::driver
+
+#endif // HPCRT_DRIVER_CHECKPOINT_H

@@ -1,0 +1,177 @@
+//===- Process.cpp - MPI start, error agreement, the program's runs -------===//
+//
+// MpiRun (see Process.h): MPI_Init with thread level SERIALIZED, the
+// world-size check against the manifest's mesh, one communicator per subset
+// of the mesh axes, the agreement on errors after each phase, and the few
+// collectives the driver itself needs (a barrier, broadcasting a name,
+// gathering counts). loadWeights, runProgram and finishRun are the setup and
+// one run of the compiled program as `run` and `train` both do them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Process.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace hpcrt::driver {
+
+std::string progName = "model";
+
+int launcherRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *v = getenv(var))
+      return atoi(v);
+  return 0;
+}
+
+int launcherSize() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *v = getenv(var))
+      return std::max(1, atoi(v));
+  return 1;
+}
+
+MpiRun::~MpiRun() {
+  if (!active)
+    return;
+  queue.reset();
+  comm.reset();
+  MPI_Finalize();
+}
+
+void MpiRun::start(Context &ctx) {
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    fail("MPI_Init failed");
+  queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED);
+  ctx.setCommQueue(queue.get());
+  active = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<comm::MeshAxis> mesh;
+  for (const MeshAxisInfo &a : ctx.mesh())
+    mesh.push_back({a.name, a.size, a.level});
+  int64_t want = ctx.meshRanks();
+  if (size != want) {
+    if (rank == 0)
+      fprintf(stderr,
+              "%s: error: compiled for %lld ranks (mesh %s) but started with %d; "
+              "run it with mpirun -n %lld\n",
+              progName.c_str(), static_cast<long long>(want), comm::meshString(mesh).c_str(),
+              size, static_cast<long long>(want));
+    throw QuietExit{1};
+  }
+  step([&] { comm = std::make_unique<comm::MpiComm>(mesh, MPI_COMM_WORLD); });
+  ctx.setComm(comm.get());
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &localRanks);
+  MPI_Comm_free(&node);
+}
+
+bool MpiRun::anyFailed(bool mine) {
+  if (!active)
+    return false;
+  int v = mine ? 1 : 0, any = 0;
+  MPI_Allreduce(&v, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any != 0;
+}
+
+void MpiRun::agree(const std::string &error) {
+  if (!active) {
+    if (!error.empty())
+      fail(error);
+    return;
+  }
+  int mine = error.empty() ? INT_MAX : rank, first = INT_MAX;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == INT_MAX)
+    return;
+  if (first == rank) {
+    if (rank == 0)
+      fprintf(stderr, "%s: error: %s\n", progName.c_str(), error.c_str());
+    else
+      fprintf(stderr, "%s: error: rank %d: %s\n", progName.c_str(), rank, error.c_str());
+    fflush(stderr);
+  }
+  throw QuietExit{1};
+}
+
+int MpiRun::threadsPerRank() const {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, localRanks));
+}
+
+void MpiRun::barrier() {
+  if (active)
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+std::string MpiRun::broadcast(const std::string &text) {
+  if (!active)
+    return text;
+  unsigned long long n = text.size();
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  std::string out = rank == 0 ? text : std::string(n, '\0');
+  if (n)
+    MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+std::vector<uint64_t> MpiRun::allGather(const std::vector<uint64_t> &values) {
+  if (!active)
+    return values;
+  std::vector<unsigned long long> mine(values.begin(), values.end());
+  std::vector<unsigned long long> all(mine.size() * static_cast<size_t>(size));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, all.data(),
+                static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+  return std::vector<uint64_t>(all.begin(), all.end());
+}
+
+uint64_t MpiRun::maxOver(uint64_t value) {
+  if (!active)
+    return value;
+  unsigned long long v = value, m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+void loadWeights(Context &ctx, const std::string &override, bool verbose) {
+  if (!ctx.hasWeights()) {
+    if (!override.empty())
+      fail("--weights given, but the model has no weights");
+    return;
+  }
+  std::string path = override;
+  if (path.empty()) {
+    path = ctx.weightsFile();
+    if (path.empty() || path[0] != '/')
+      path = executableDir() + "/" + path;
+  }
+  if (verbose)
+    fprintf(stderr, "weights: %s (%llu bytes, hash %s)\n", path.c_str(),
+            static_cast<unsigned long long>(ctx.weightsBytes()),
+            hashString(ctx.weightsHash()).c_str());
+  ctx.loadWeightsFile(path);
+}
+
+void runProgram(Context &ctx, MpiRun &mpi) {
+  ctx.beginRun();
+  hpc_program_run(&ctx);
+  if (mpi.queue) {
+    std::string error = mpi.queue->finishRun();
+    if (!error.empty() && !ctx.failed())
+      ctx.setError(error);
+  }
+}
+
+void finishRun(Context &ctx, MpiRun &mpi) {
+  if (mpi.comm)
+    mpi.comm->completeSends();
+  mpi.agree(ctx.failed() ? ctx.error() : std::string());
+}
+
+} // namespace hpcrt::driver

@@ -1,0 +1,141 @@
+//===- Process.h - the process model every command shares -------*- C++ -*-===//
+//
+// What `run` and `train` share about the process a model executable is: its
+// name for `<prog>: error: ...` lines, the launcher's view of the job before
+// MPI starts, and MpiRun, which starts MPI for a program with a mesh, checks
+// the world size, builds the communicators and makes the ranks agree on
+// errors after every phase (the lowest failing rank prints its one line and
+// every rank exits 1). Without a mesh no MPI function is called. Backend-
+// neutral: it knows the context and the communicator, not the kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_DRIVER_PROCESS_H
+#define HPCRT_DRIVER_PROCESS_H
+
+#include "../comm/CommQueue.h"
+#include "../comm/MpiComm.h"
+#include "../cpu/Context.h"
+
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpcrt::driver {
+
+/// The executable's name, for `<prog>: error: ...` lines.
+extern std::string progName;
+
+/// Ends the process with `code` after the message (if any) was printed.
+struct QuietExit {
+  int code;
+};
+
+/// The rank the launcher gave this process, read before MPI_Init (0 when
+/// not launched by mpirun), so that an error every rank meets before MPI
+/// starts is printed once.
+int launcherRank();
+
+/// The number of processes the launcher started (1 when not launched by
+/// mpirun), read without MPI.
+int launcherSize();
+
+/// What a command links to the kernel library it runs on (the CPU
+/// backend's OpenMP and BLAS threads), so that the driver stays neutral.
+struct Backend {
+  /// Sets the threads the kernels use (called with a positive count).
+  void (*setThreads)(int threads) = nullptr;
+  /// The threads the kernels will use (for messages).
+  int (*threads)() = nullptr;
+};
+
+/// MPI for the run of a program with a mesh: started by start(), finished
+/// (buffered sends completed, communicators freed, MPI_Finalize) when it
+/// goes out of scope.
+struct MpiRun {
+  bool active = false;
+  int rank = 0, size = 1;
+  int localRanks = 1; ///< ranks on this node
+  std::unique_ptr<comm::MpiComm> comm;
+  /// The asynchronous ops' communication thread (threaded when MPI allows
+  /// calls from one thread at a time, whichever it is).
+  std::unique_ptr<comm::CommQueue> queue;
+
+  MpiRun() = default;
+  MpiRun(const MpiRun &) = delete;
+  MpiRun &operator=(const MpiRun &) = delete;
+  ~MpiRun();
+
+  /// MPI_Init, the world-size check against the mesh (rank 0 prints the
+  /// error line, every rank exits 1), the communicators.
+  void start(Context &ctx);
+
+  /// Runs f on every rank; if it threw on any rank, the lowest failing rank
+  /// prints its error and every rank exits 1. Without MPI, f runs as is.
+  /// f must not call collectives (a rank that failed early skips them).
+  template <typename F> void step(F &&f) {
+    step(std::forward<F>(f), [] {});
+  }
+  /// step(), running `cleanup` on every rank before exiting when any rank
+  /// failed (without MPI: when f threw, before the error goes on).
+  template <typename F, typename G> void step(F &&f, G &&cleanup) {
+    std::string error;
+    try {
+      f();
+    } catch (const std::bad_alloc &) {
+      error = "out of memory";
+    } catch (const std::exception &e) {
+      if (!active) {
+        cleanup();
+        throw;
+      }
+      error = e.what();
+    }
+    if (!active && !error.empty()) {
+      cleanup();
+      fail(error);
+    }
+    if (active && anyFailed(!error.empty()))
+      cleanup();
+    agree(error);
+  }
+
+  /// Every rank passes its error ("" when none); see step().
+  void agree(const std::string &error);
+  /// Whether any rank passes true (collective; false without MPI).
+  bool anyFailed(bool mine);
+
+  /// Threads per rank when neither --threads nor OMP_NUM_THREADS says:
+  /// the cores divided among the ranks on this node.
+  int threadsPerRank() const;
+
+  // --- small collectives of the driver (no-ops without MPI) --------------
+  void barrier();
+  /// Rank 0's `text`, on every rank.
+  std::string broadcast(const std::string &text);
+  /// Every rank's `values` (the same count on every rank), concatenated in
+  /// rank order, on every rank.
+  std::vector<uint64_t> allGather(const std::vector<uint64_t> &values);
+  /// The largest of every rank's `value`.
+  uint64_t maxOver(uint64_t value);
+};
+
+/// Maps the program's weights file: `override` (--weights) or the manifest's
+/// file name, resolved against the executable's directory unless absolute.
+/// `verbose` prints the path to stderr.
+void loadWeights(Context &ctx, const std::string &override, bool verbose);
+
+/// One run of the compiled program: hpc_program_run, then the end of its
+/// asynchronous communication (an error of it becomes the context's). A
+/// kernel error stays in the context; finishRun() reports it.
+void runProgram(Context &ctx, MpiRun &mpi);
+/// After runProgram: completes the buffered sends and makes the ranks agree
+/// on the context's error (the lowest failing rank prints it; every rank
+/// exits 1).
+void finishRun(Context &ctx, MpiRun &mpi);
+
+} // namespace hpcrt::driver
+
+#endif // HPCRT_DRIVER_PROCESS_H

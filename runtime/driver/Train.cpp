@@ -1,0 +1,473 @@
+//===- Train.cpp - the train command: a loop around the compiled step -----===//
+//
+// Trainer runs one `./model train`: setup (weights, the state region, the
+// data, a checkpoint to resume from or --init-weights, the metrics file),
+// then per step: the batch and the step inputs, the program, the loss and
+// gradient norm, --dump-outputs, evaluation, the metrics line, progress and
+// checkpoints; at the end --save and the summary. Under mpirun every rank
+// runs the loop (the program's collectives keep them in step); rank 0
+// prints and writes metrics, every rank writes its checkpoint shard.
+//
+// Evaluation runs the same step program on an evaluation batch: the program
+// always updates the state, so the state buffer is copied before and copied
+// back after, which makes evaluation exact (the next training step sees the
+// bytes it would have seen without it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Train.h"
+
+#include "Checkpoint.h"
+#include "Data.h"
+#include "Files.h"
+#include "Metrics.h"
+#include "TrainOptions.h"
+#include "../io/TensorIO.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include <unistd.h>
+
+namespace hpcrt::driver {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// This rank's place on the mesh axis named "dp" (none: one data rank).
+DataRank dataRankOf(const Context &ctx, const MpiRun &mpi) {
+  DataRank r;
+  for (size_t a = 0; a < ctx.mesh().size(); ++a)
+    if (ctx.mesh()[a].name == "dp") {
+      r.size = ctx.mesh()[a].size;
+      r.index = mpi.comm ? mpi.comm->coords()[a] : 0;
+    }
+  return r;
+}
+
+uint64_t inputBytes(const Context &ctx) {
+  uint64_t n = 0;
+  for (const NamedTensor &in : ctx.inputList())
+    n += ctx.tensor(in.tensor).bytes;
+  return n;
+}
+
+std::string withoutTrailingSlash(std::string p) {
+  while (p.size() > 1 && p.back() == '/')
+    p.pop_back();
+  return p;
+}
+
+class Trainer {
+public:
+  Trainer(const TrainOptions &o, Context &ctx, MpiRun &mpi, const Backend &backend)
+      : o_(o), ctx_(ctx), mpi_(mpi), backend_(backend), root_(mpi.rank == 0),
+        batch_(ctx.train().batch) {
+    plan_.planHash = planHash(hpc_manifest);
+    plan_.model = ctx.model();
+    plan_.worldSize = mpi.size;
+  }
+  int run();
+
+private:
+  const TrainOptions &o_;
+  Context &ctx_;
+  MpiRun &mpi_;
+  const Backend &backend_;
+  const bool root_;
+  const int64_t batch_;
+  CheckpointPlan plan_;
+  LrSchedule schedule_;
+  int64_t killStep_ = 0;
+  std::unique_ptr<BatchLoader> data_, eval_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<Progress> progress_;
+  MemoryAccount memory_;
+  Buffer evalSnapshot_;
+  int64_t doneStep_ = 0;   ///< the step the state is at (0, or the checkpoint's)
+  int64_t baseSample_ = 0; ///< the data position after doneStep_
+  std::string resumedFrom_;
+  double trainMs_ = 0;
+  int64_t stepsRun_ = 0;
+  float lastLoss_ = NAN;
+
+  bool resuming() const { return o_.resume || !o_.resumeFrom.empty(); }
+  /// The first global sample of step `step`.
+  int64_t firstSample(int64_t step) const {
+    return baseSample_ + (step - doneStep_ - 1) * batch_;
+  }
+  int64_t tokensPerStep() const {
+    int64_t t = data_->tokensPerSample();
+    return t ? batch_ * t : batch_;
+  }
+
+  void setup();
+  void setupProgram();
+  void setupData();
+  void setupSchedule();
+  void resume();
+  void openOutputs();
+  void printHeader() const;
+
+  StepReport trainStep(int64_t step);
+  void feedStepInputs(int64_t step, double lr);
+  float outputScalar(int output) const;
+  double evaluate(int64_t step);
+  void report(const StepReport &r, Clock::time_point loopStart);
+  void dumpOutputs(int64_t step);
+  void checkpoint(int64_t step);
+  void finish(double wallS);
+};
+
+int Trainer::run() {
+  setup();
+  if (doneStep_ >= o_.steps) {
+    if (root_)
+      printf("train: nothing to do: the state is at step %lld, --steps is %lld\n",
+             static_cast<long long>(doneStep_), static_cast<long long>(o_.steps));
+    return 0;
+  }
+  if (root_)
+    printHeader();
+  auto loopStart = Clock::now();
+  for (int64_t s = doneStep_ + 1; s <= o_.steps; ++s) {
+    StepReport r = trainStep(s);
+    report(r, loopStart);
+    checkpoint(s);
+  }
+  if (root_)
+    progress_->finish();
+  finish(msSince(loopStart) / 1000.0);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Setup
+//===----------------------------------------------------------------------===//
+
+void Trainer::setup() {
+  mpi_.step([&] {
+    killStep_ = faultKillStep();
+    setupProgram();
+    setupData();
+    setupSchedule();
+    if (!o_.ckptDir.empty()) {
+      if (root_ && !resuming())
+        checkFreshDirectory(o_.ckptDir);
+      writer_ = std::make_unique<CheckpointWriter>(ctx_, mpi_, o_.ckptDir, o_.ckptKeep, plan_);
+    }
+  });
+  if (resuming())
+    resume();
+  else if (!o_.initWeights.empty())
+    mpi_.step([&] { memory_.transient(initParams(ctx_, o_.initWeights)); });
+  openOutputs();
+}
+
+void Trainer::setupProgram() {
+  loadWeights(ctx_, o_.weights, o_.verbose && root_);
+  int threads = static_cast<int>(o_.threads);
+  if (threads == 0 && mpi_.active && !getenv("OMP_NUM_THREADS"))
+    threads = mpi_.threadsPerRank();
+  if (threads > 0 && backend_.setThreads)
+    backend_.setThreads(threads);
+  ctx_.prepare();
+  memory_.hold(ctx_.residentBytes());
+}
+
+void Trainer::setupData() {
+  DataRank rank = dataRankOf(ctx_, mpi_);
+  data_ = std::make_unique<BatchLoader>(ctx_, o_.data, rank);
+  memory_.hold(data_->heldBytes());
+  if (o_.eval.empty())
+    return;
+  eval_ = std::make_unique<BatchLoader>(ctx_, o_.eval, rank);
+  memory_.hold(eval_->heldBytes());
+  evalSnapshot_ = Buffer(ctx_.stateBytes());
+  memory_.hold(ctx_.stateBytes());
+}
+
+void Trainer::setupSchedule() {
+  const TrainInfo &t = ctx_.train();
+  if (o_.haveSchedule) {
+    schedule_ = o_.schedule;
+  } else {
+    schedule_.kind = t.scheduleKind;
+    schedule_.warmup = t.warmup;
+    schedule_.total = t.total;
+  }
+  if (!o_.haveLr && !t.hasLr)
+    fail("the program's optimizer has no lr (manifest train.optimizer.lr): pass --lr F");
+  schedule_.lr = o_.haveLr ? o_.lr : t.lr;
+}
+
+void Trainer::resume() {
+  std::string chosen;
+  std::vector<std::string> warnings;
+  mpi_.step([&] {
+    if (!root_)
+      return;
+    CheckpointInfo c = o_.resume ? findResumable(o_.ckptDir, plan_, warnings)
+                                 : readCheckpoint(withoutTrailingSlash(o_.resumeFrom), plan_, true);
+    chosen = c.dir;
+  });
+  for (const std::string &w : warnings)
+    fprintf(stderr, "%s: warning: %s\n", progName.c_str(), w.c_str());
+  fflush(stderr);
+  chosen = mpi_.broadcast(chosen);
+  mpi_.step([&] {
+    CheckpointInfo c = readCheckpoint(chosen, plan_, false);
+    memory_.transient(loadShard(ctx_, c, plan_, mpi_.rank));
+    doneStep_ = c.step;
+    baseSample_ = c.nextSample;
+    resumedFrom_ = chosen;
+  });
+}
+
+void Trainer::openOutputs() {
+  mpi_.step([&] {
+    if (!root_)
+      return;
+    if (!o_.metrics.empty())
+      metrics_ = std::make_unique<MetricsFile>(o_.metrics, resuming());
+    progress_ = std::make_unique<Progress>(isatty(fileno(stdout)) != 0, o_.logEvery, o_.steps,
+                                           doneStep_ + 1,
+                                           data_->tokensPerSample() ? "tokens" : "samples");
+  });
+}
+
+void Trainer::printHeader() const {
+  const TrainInfo &t = ctx_.train();
+  printf("train: %s, steps %lld..%lld, batch %lld, optimizer %s, lr %s (base %g), plan %s\n",
+         ctx_.model().empty() ? "(unnamed)" : ctx_.model().c_str(),
+         static_cast<long long>(doneStep_ + 1), static_cast<long long>(o_.steps),
+         static_cast<long long>(batch_), t.optimizer.c_str(), schedule_.describe().c_str(),
+         schedule_.lr, plan_.planHash.c_str());
+  printf("data: %s\n", data_->describe().c_str());
+  if (eval_)
+    printf("eval: %s (every %lld steps, %lld batch%s)\n", eval_->describe().c_str(),
+           static_cast<long long>(o_.evalEvery), static_cast<long long>(o_.evalBatches),
+           o_.evalBatches == 1 ? "" : "es");
+  if (o_.verbose && backend_.threads)
+    printf("threads: %d\n", backend_.threads());
+  if (!resumedFrom_.empty())
+    printf("resumed from %s (step %lld, next sample %lld)%s\n", resumedFrom_.c_str(),
+           static_cast<long long>(doneStep_), static_cast<long long>(baseSample_),
+           o_.initWeights.empty() ? "" : "; --init-weights is not applied on a resume");
+  fflush(stdout);
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+void Trainer::feedStepInputs(int64_t step, double lr) {
+  const TrainInfo &t = ctx_.train();
+  float lrf = static_cast<float>(lr);
+  memcpy(ctx_.inputData(static_cast<size_t>(t.lrInput)), &lrf, sizeof(lrf));
+  memcpy(ctx_.inputData(static_cast<size_t>(t.stepInput)), &step, sizeof(step));
+}
+
+float Trainer::outputScalar(int output) const {
+  return ctx_.tensor(ctx_.outputList()[output].tensor).as<float>()[0];
+}
+
+StepReport Trainer::trainStep(int64_t step) {
+  const TrainInfo &t = ctx_.train();
+  StepReport r;
+  r.step = step;
+  r.lr = schedule_.at(step);
+  auto t0 = Clock::now();
+  data_->fill(ctx_, firstSample(step));
+  feedStepInputs(step, r.lr);
+  runProgram(ctx_, mpi_);
+  finishRun(ctx_, mpi_);
+  r.stepMs = msSince(t0);
+  if (step == killStep_) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  r.loss = outputScalar(t.lossOutput);
+  if (t.gradNormOutput >= 0) {
+    r.hasGradNorm = true;
+    r.gradNorm = outputScalar(t.gradNormOutput);
+  }
+  r.tokensPerS = r.stepMs > 0 ? static_cast<double>(tokensPerStep()) / (r.stepMs / 1000.0) : 0;
+  dumpOutputs(step);
+  if (eval_ && step % o_.evalEvery == 0) {
+    r.hasEval = true;
+    r.evalLoss = evaluate(step);
+  }
+  trainMs_ += r.stepMs;
+  ++stepsRun_;
+  lastLoss_ = r.loss;
+  return r;
+}
+
+double Trainer::evaluate(int64_t step) {
+  size_t bytes = ctx_.stateBytes();
+  if (bytes)
+    memcpy(evalSnapshot_.data(), ctx_.stateData(), bytes);
+  double sum = 0;
+  for (int64_t b = 0; b < o_.evalBatches; ++b) {
+    eval_->fill(ctx_, b * batch_);
+    feedStepInputs(step, schedule_.at(step));
+    runProgram(ctx_, mpi_);
+    finishRun(ctx_, mpi_);
+    sum += outputScalar(ctx_.train().lossOutput);
+    // Every batch sees the state of the training step (and so does the
+    // next training step).
+    if (bytes)
+      memcpy(ctx_.stateData(), evalSnapshot_.data(), bytes);
+  }
+  return sum / static_cast<double>(o_.evalBatches);
+}
+
+void Trainer::report(const StepReport &r, Clock::time_point loopStart) {
+  mpi_.step([&] {
+    if (!root_)
+      return;
+    if (metrics_)
+      metrics_->step(r);
+    progress_->step(r, msSince(loopStart) / 1000.0);
+  });
+}
+
+void Trainer::dumpOutputs(int64_t step) {
+  if (std::find(o_.dumpSteps.begin(), o_.dumpSteps.end(), step) == o_.dumpSteps.end())
+    return;
+  mpi_.step([&] {
+    if (!root_)
+      return;
+    std::string dir = o_.dumpDir + "/step-" + std::to_string(step);
+    makeDirs(dir, "dump directory");
+    std::vector<std::string> names = outputFileNames(ctx_);
+    for (size_t k = 0; k < names.size(); ++k) {
+      const Tensor &t = ctx_.tensor(ctx_.outputList()[k].tensor);
+      writeNpy(dir + "/" + names[k] + ".npy", t.dtype, t.shape, t.data);
+    }
+  });
+}
+
+void Trainer::checkpoint(int64_t step) {
+  if (!writer_ || !((o_.ckptEvery && step % o_.ckptEvery == 0) || step == o_.steps))
+    return;
+  memory_.transient(writer_->write(step, firstSample(step) + batch_));
+  if (root_)
+    progress_->message("checkpoint: " + o_.ckptDir + "/step-" + std::to_string(step));
+}
+
+//===----------------------------------------------------------------------===//
+// The end
+//===----------------------------------------------------------------------===//
+
+void Trainer::finish(double wallS) {
+  if (!o_.save.empty())
+    mpi_.step([&] {
+      if (root_)
+        saveParams(ctx_, o_.save, plan_, o_.steps);
+    });
+  uint64_t peak = mpi_.maxOver(memory_.peak);
+  uint64_t dataBytes = data_->heldBytes() + (eval_ ? eval_->heldBytes() : 0);
+  uint64_t planned = ctx_.stateBytes() + ctx_.arenaBytes() + ctx_.weightsBytes() + inputBytes(ctx_);
+  double meanMs = stepsRun_ ? trainMs_ / static_cast<double>(stepsRun_) : 0;
+  double tokensPerS = trainMs_ > 0 ? static_cast<double>(tokensPerStep() * stepsRun_) /
+                                         (trainMs_ / 1000.0)
+                                   : 0;
+  mpi_.step([&] {
+    if (!root_)
+      return;
+    if (metrics_) {
+      JsonLine j;
+      j.add("summary", std::string("true"))
+          .add("steps", o_.steps)
+          .add("first_step", doneStep_ + 1)
+          .add("steps_run", stepsRun_)
+          .add("final_loss", jsonFloat(lastLoss_))
+          .add("wall_s", jsonDouble(wallS))
+          .add("mean_step_ms", jsonDouble(meanMs))
+          .add("tokens_per_s", jsonDouble(tokensPerS))
+          .add("planned_bytes_per_rank", planned)
+          .add("peak_bytes_per_rank", peak)
+          .add("state_bytes", ctx_.stateBytes())
+          .add("arena_bytes", ctx_.arenaBytes())
+          .add("weights_bytes", ctx_.weightsBytes())
+          .add("input_bytes", inputBytes(ctx_))
+          .add("data_bytes", dataBytes)
+          .add("ranks", static_cast<int64_t>(mpi_.size))
+          .add("plan_hash", "\"" + plan_.planHash + "\"");
+      metrics_->line(j.text());
+    }
+    printf("trained steps %lld..%lld in %.3f s (%.3f ms/step, %.1f %s/s); final loss %.9g\n",
+           static_cast<long long>(doneStep_ + 1), static_cast<long long>(o_.steps), wallS, meanMs,
+           tokensPerS, data_->tokensPerSample() ? "tokens" : "samples",
+           static_cast<double>(lastLoss_));
+    printf("memory: peak %llu bytes per rank (planned %llu: state %llu, arena %llu, weights "
+           "%llu, inputs %llu)\n",
+           static_cast<unsigned long long>(peak), static_cast<unsigned long long>(planned),
+           static_cast<unsigned long long>(ctx_.stateBytes()),
+           static_cast<unsigned long long>(ctx_.arenaBytes()),
+           static_cast<unsigned long long>(ctx_.weightsBytes()),
+           static_cast<unsigned long long>(inputBytes(ctx_)));
+    if (!o_.save.empty())
+      printf("saved: %s\n", o_.save.c_str());
+    fflush(stdout);
+  });
+}
+
+} // namespace
+
+int trainCommand(int argc, char **argv, const Backend &backend) {
+  Context ctx(hpc_manifest);
+  if (!ctx.isTrainStep())
+    fail("this program has no train step (its manifest has no \"train\"): compile the model "
+         "with hpc-opt --train to train it");
+  TrainOptions o = parseTrainOptions(argc, argv);
+  MpiRun mpi;
+  if (ctx.hasMesh())
+    mpi.start(ctx);
+  else if (launcherSize() > 1)
+    fail("compiled for 1 rank (no mesh) but started with " + std::to_string(launcherSize()) +
+         "; run it without mpirun, or compile it with --mesh");
+  Trainer trainer(o, ctx, mpi, backend);
+  return trainer.run();
+}
+
+void printTrainInfo(const Context &ctx) {
+  const TrainInfo &t = ctx.train();
+  printf("state: %llu bytes, %zu tensors\n", static_cast<unsigned long long>(ctx.stateBytes()),
+         ctx.stateList().size());
+  for (const StateEntry &e : ctx.stateList()) {
+    const Tensor &x = ctx.tensor(e.tensor);
+    std::string init = e.init == StateInit::Weights
+                           ? "weights at " + std::to_string(e.weightsOffset)
+                           : std::string("zeros");
+    printf("state  %s: %s %s %s (init %s)\n", e.name.c_str(), dtypeName(x.dtype).c_str(),
+           shapeString(x.shape).c_str(), e.role.c_str(), init.c_str());
+  }
+  printf("train: loss %s%s, batch %lld\n", t.loss.c_str(),
+         t.labels.empty() ? "" : (" (labels '" + t.labels + "')").c_str(),
+         static_cast<long long>(t.batch));
+  printf("optimizer: %s %s\n", t.optimizer.c_str(), t.optimizerJson.c_str());
+  LrSchedule s;
+  s.kind = t.scheduleKind;
+  s.warmup = t.warmup;
+  s.total = t.total;
+  printf("lr schedule: %s\n", s.describe().c_str());
+  printf("step inputs: lr '%s', step '%s'; outputs: loss '%s'%s\n", t.lrInputName.c_str(),
+         t.stepInputName.c_str(), t.lossOutputName.c_str(),
+         t.gradNormOutput >= 0 ? (", grad norm '" + t.gradNormOutputName + "'").c_str() : "");
+}
+
+} // namespace hpcrt::driver
