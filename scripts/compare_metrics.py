@@ -20,9 +20,9 @@ def losses(path):
             if not line:
                 continue
             rec = json.loads(line)
+            # A resumed run appends: a step run again after the last
+            # checkpoint appears twice, and the later line counts.
             if "step" in rec and "loss" in rec and not rec.get("summary"):
-                if rec["step"] in out:
-                    sys.exit(f"compare_metrics.py: {path}: step {rec['step']} appears twice")
                 out[rec["step"]] = rec["loss"]
     return out
 
