@@ -193,6 +193,16 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.printTrainable = printTrainableFlag;
 }
 
+/// With --train, the search plans what the compile builds: the same
+/// optimizer, fp32, replicated optimizer state (no ZeRO yet).
+static void matchTrainStep(hpc::DistSearchOptions &options) {
+  if (!trainFlag)
+    return;
+  options.optimizer = optimizerName == "sgd" ? "sgd" : "adam";
+  options.dtype = "fp32";
+  options.zeroStages = "0";
+}
+
 /// The tensor a --loss reads first (LOGITS, OUT or NAME), which the importer
 /// must return even when it is not a graph output.
 static std::string lossTensor() {
@@ -304,6 +314,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       so.sequenceParallel = false;
       so.expertParallel = false;
     }
+    matchTrainStep(so);
     search.addPass(hpc::createDistSearch(so));
     if (failed(search.run(*module)))
       return 1;
@@ -351,6 +362,21 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   return 0;
 }
 
+/// Appends the train step (loss, backward, optimizer) to an imported module,
+/// with one-line diagnostics; false on failure.
+static bool buildTrainStep(MLIRContext &context, ModuleOp module) {
+  hpc::CompileOptions train;
+  trainOptions(train);
+  PassManager pm(&context);
+  hpc::buildTrainPipeline(pm, train);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error)
+      llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
+    return success();
+  });
+  return succeeded(pm.run(module));
+}
+
 /// Imports an ONNX file and hands it to MlirOptMain as an in-memory buffer,
 /// so every mlir-opt flag (passes, printing) applies unchanged.
 static int runOnONNX(const std::string &inputFile, const std::string &outputFile,
@@ -365,21 +391,11 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   auto module = hpc::importONNXFile(context, inputFile, options, error);
   if (!module)
     return userError(error);
-  if (trainFlag) {
-    // Show the train step (before partitioning) that --emit would compile.
-    hpc::CompileOptions train;
-    trainOptions(train);
-    PassManager pm(&context);
-    hpc::buildTrainPipeline(pm, train);
-    ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-      if (diag.getSeverity() == DiagnosticSeverity::Error)
-        llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
-      return success();
-    });
-    if (failed(pm.run(*module)))
-      return 1;
-  }
+  // The train step is built before partitioning, and after a search, which
+  // plans the forward model with the train step's optimizer and precision.
   bool search = !clusterSpec.empty() || autoParallel;
+  if (trainFlag && !search && !buildTrainStep(context, *module))
+    return 1;
   if (search || !meshSpec.empty()) {
     // With a cluster: search (or evaluate --mesh) and report the plan;
     // else show the partitioned per-rank program.
@@ -390,6 +406,7 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       options.mesh = meshSpec;
       options.report = reportFile;
       options.globalBatch = globalBatch;
+      matchTrainStep(options);
       pm.addPass(hpc::createDistSearch(options));
     } else {
       hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs),
@@ -403,6 +420,8 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
     if (failed(pm.run(*module)))
       return 1;
   }
+  if (trainFlag && search && !buildTrainStep(context, *module))
+    return 1;
   std::string bytecode;
   llvm::raw_string_ostream os(bytecode);
   if (failed(writeBytecodeToFile(*module, os))) {
@@ -472,8 +491,6 @@ int main(int argc, char **argv) {
   if (trainFlag && !hpc::isONNXPath(inputFile))
     return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
                      "--hpc-autodiff and --hpc-optimizer");
-  if (trainFlag && !clusterSpec.empty())
-    return userError("--train with --cluster is not supported yet: give the plan with --mesh");
   if (emit != "mlir")
     return compile(inputFile, outputFile, emit, registry);
   if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))
