@@ -51,10 +51,13 @@ llvm::DenseSet<Value> activeValues(Block &body, ArrayRef<Value> seeds, Value los
       for (Value r : op.getResults())
         if (isFloatTensor(r))
           varying.insert(r);
+  // Gradients flow only along float values: a weight that reaches the loss
+  // only through a comparison or an index has none.
   for (Operation &op : llvm::reverse(body))
     if (llvm::any_of(op.getResults(), [&](Value r) { return useful.contains(r); }))
       for (Value v : op.getOperands())
-        useful.insert(v);
+        if (isFloatTensor(v))
+          useful.insert(v);
   for (Value v : varying)
     if (useful.contains(v) && isFloatTensor(v))
       active.insert(v);

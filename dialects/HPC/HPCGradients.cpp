@@ -492,7 +492,18 @@ LogicalResult gradReduce(OpTy op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dx
   } else if constexpr (std::is_same_v<OpTy, ReduceMeanOp>) {
     dxs[0] = g.scale(g.expand(gk, shapeOf(x)), 1.0 / double(count));
   } else if constexpr (std::is_same_v<OpTy, ReduceProdOp>) {
-    dxs[0] = g.div(g.mul(gk, yk), x);
+    // The product of the others, without dividing by x (which may be 0):
+    // y / x in a group without zeros; in a group with one zero, the product
+    // of the nonzeros at the zero and 0 elsewhere; 0 with several zeros.
+    Value zero = g.scalarLike(x, 0);
+    Value isZero = g.op<EqualOp>({x, zero});
+    Value nonzero = g.where(isZero, g.scalarLike(x, 1), x);
+    Value others = g.op<ReduceProdOp>({nonzero},
+                                      {g.i64s("axes", axes), g.boolean("keepdims", true)});
+    Value zeros = g.reduceSum(asFloat(g, isZero, x), axes, true);
+    Value atZero = g.where(g.op<EqualOp>({zeros, g.scalarLike(x, 1)}), others, zero);
+    Value elsewhere = g.where(g.op<EqualOp>({zeros, zero}), g.div(others, nonzero), zero);
+    dxs[0] = g.mul(gk, g.where(isZero, atZero, elsewhere));
   } else {
     // max/min: ties share the gradient evenly (torch.amax/amin).
     Value mask = asFloat(g, g.op<EqualOp>({x, yk}), x);

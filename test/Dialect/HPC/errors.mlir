@@ -809,3 +809,183 @@ func.func @tile_negative(%x: tensor<2x3xf32>) {
   %0 = hpc.tile %x {repeats = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Training state, updates and backward ops (HPCTrainOps.td)
+//===----------------------------------------------------------------------===//
+
+func.func @variable_role() -> tensor<2xf32> {
+  // expected-error @+1 {{'hpc.variable' op role must be "param" or "optimizer", got "buffer"}}
+  %0 = hpc.variable "bn.running_mean" {role = "buffer"} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @variable_empty_name() -> tensor<2xf32> {
+  // expected-error @+1 {{'hpc.variable' op needs a non-empty name}}
+  %0 = hpc.variable "" : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @variable_value_type_mismatch() -> tensor<2xf32> {
+  // expected-error @+1 {{'hpc.variable' op value type 'tensor<3xf32>' does not match result type 'tensor<2xf32>'}}
+  %0 = "hpc.variable"() <{name = "w", value = dense<1.0> : tensor<3xf32>}> : () -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @sgd_momentum_without_buffer(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op momentum 9.000000e-01 needs a momentum buffer}}
+  hpc.sgd_update %p, %g, %lr {momentum = 0.9} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sgd_nesterov_without_momentum(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op nesterov needs a non-zero momentum}}
+  hpc.sgd_update %p, %g, %lr {nesterov = true} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sgd_gradient_type(%p: tensor<3xf32>, %g: tensor<3xf16>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op gradient type 'tensor<3xf16>' does not match the parameter type 'tensor<3xf32>'}}
+  hpc.sgd_update %p, %g, %lr : tensor<3xf32>, tensor<3xf16>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sgd_buffer_type(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op momentum buffer type 'tensor<4xf32>' does not match the parameter type 'tensor<3xf32>'}}
+  hpc.sgd_update %p, %g, %lr, %b {momentum = 0.9} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_lr_not_scalar(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<1xf32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op operand #2 must be 0D tensor of 32-bit float values, but got 'tensor<1xf32>'}}
+  hpc.sgd_update %p, %g, %lr : tensor<3xf32>, tensor<3xf32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_betas(%p: tensor<3xf32>, %lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'hpc.adamw_update' op betas must be in [0, 1), got 9.000000e-01, 1.000000e+00}}
+  hpc.adamw_update %p, %p, %p, %p, %lr, %step {beta2 = 1.0} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @adamw_eps(%p: tensor<3xf32>, %lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'hpc.adamw_update' op eps must not be negative}}
+  hpc.adamw_update %p, %p, %p, %p, %lr, %step {eps = -1.0e-8} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @adamw_exp_avg_type(%p: tensor<3xf32>, %m: tensor<3xbf16>, %lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'hpc.adamw_update' op exp_avg type 'tensor<3xbf16>' does not match the parameter type 'tensor<3xf32>'}}
+  hpc.adamw_update %p, %p, %m, %p, %lr, %step : tensor<3xf32>, tensor<3xf32>, tensor<3xbf16>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @adamw_exp_avg_sq_type(%p: tensor<3xf32>, %v: tensor<1x3xf32>, %lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'hpc.adamw_update' op exp_avg_sq type 'tensor<1x3xf32>' does not match the parameter type 'tensor<3xf32>'}}
+  hpc.adamw_update %p, %p, %p, %v, %lr, %step : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<1x3xf32>, tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @adamw_step_type(%p: tensor<3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  // expected-error @+1 {{'hpc.adamw_update' op operand #5 must be 0D tensor of 64-bit signless integer values, but got 'tensor<i32>'}}
+  hpc.adamw_update %p, %p, %p, %p, %lr, %step : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_rank(%x: tensor<1x4x6x6xf32>, %dy: tensor<1x6x4xf32>) {
+  // expected-error @+2 {{input and grad_output must be [N, C, D...] and [N, M, O...] of one rank}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x6x6xf32>, tensor<1x6x4xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_kernel_count(%x: tensor<1x4x6x6xf32>, %dy: tensor<1x6x4x4xf32>) {
+  // expected-error @+2 {{kernel_shape needs one entry per spatial dimension}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x6x6xf32>, tensor<1x6x4x4xf32>) -> tensor<6x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_channels_group(%x: tensor<1x4x6x6xf32>, %dy: tensor<1x6x4x4xf32>) {
+  // expected-error @+2 {{channels 4 and 6 must be divisible by group 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<1x4x6x6xf32>, tensor<1x6x4x4xf32>) -> tensor<6x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_batch(%x: tensor<2x4x6x6xf32>, %dy: tensor<1x6x4x4xf32>) {
+  // expected-error @+2 {{input and grad_output have different batch sizes}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x4x6x6xf32>, tensor<1x6x4x4xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_spatial(%x: tensor<1x4x6x6xf32>, %dy: tensor<1x6x4x5xf32>) {
+  // expected-error @+2 {{grad_output spatial dimension 1 is 5 but the convolution gives 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x6x6xf32>, tensor<1x6x4x5xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_result_type(%x: tensor<1x4x6x6xf32>, %dy: tensor<1x6x4x4xf32>) {
+  // expected-error @+2 {{'hpc.conv_weight_grad' op inferred type(s) 'tensor<6x2x3x3xf32>' are incompatible with return type(s) of operation 'tensor<6x4x3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.conv_weight_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x6x6xf32>, tensor<1x6x4x4xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_type(%x: tensor<1x3x5x5xf32>, %dy: tensor<1x3x2x2xf32>) {
+  // expected-error @+2 {{grad_output type 'tensor<1x3x2x2xf32>' is not the pooling's result type 'tensor<1x3x3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.max_pool_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x5x5xf32>, tensor<1x3x2x2xf32>) -> tensor<1x3x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_grad_element_type(%x: tensor<1x3x5x5xf32>, %dy: tensor<1x3x3x3xf16>) {
+  // expected-error @+2 {{grad_output type 'tensor<1x3x3x3xf16>' is not the pooling's result type 'tensor<1x3x3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.avg_pool_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x5x5xf32>, tensor<1x3x3x3xf16>) -> tensor<1x3x5x5xf32>
+  return
+}
