@@ -32,16 +32,6 @@ struct Local {
   Sharding sharding;
 };
 
-/// Operand `i` of `op` is training state the op writes in place (the
-/// parameter and buffers of an optimizer update).
-bool isInPlaceState(Operation *op, unsigned i) {
-  if (isa<hpc::SGDUpdateOp>(op))
-    return i == 0 || i == 3;
-  if (isa<hpc::AdamWUpdateOp>(op))
-    return i == 0 || i == 2 || i == 3;
-  return false;
-}
-
 struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
   using Base::Base;
 
@@ -207,7 +197,7 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       Sharding need = Sharding::fromAttr(cast<ShardingAttr>(operandAttr[i]));
       // An optimizer update writes its state in place: a resharded copy
       // would take the update and lose it.
-      if (isInPlaceState(op, i) && !(need == in.sharding))
+      if (llvm::is_contained(hpc::inPlaceOperands(op), i) && !(need == in.sharding))
         return op->emitOpError("would update a resharded copy of its state operand ")
                << i << "; only replicated training state (data parallelism) is supported";
       op->setOperand(i, reshard(b, loc, in.value, in.sharding, need));
@@ -268,6 +258,30 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     return success();
   }
 
+  /// A train step's data inputs arrive split over dp: each data-parallel
+  /// rank's train command reads only its rows of the global batch (the
+  /// manifest's input shape says how many), instead of every rank reading
+  /// the whole batch and slicing it.
+  void splitBatchInputs(func::FuncOp func) {
+    int64_t dp = mesh.axisIndex("dp");
+    if (dp < 0 || mesh.getSizes()[dp] == 1)
+      return;
+    int64_t size = mesh.getSizes()[dp];
+    SmallVector<Type> inputs;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (type.getRank() > 0 && type.getDimSize(0) % size == 0) {
+        Sharding s = Sharding::replicated(type.getRank());
+        s.dims[0] = {"dp"};
+        arg.setType(localType(type, s));
+        locals[arg] = {arg, s};
+        noteAxes(s);
+      }
+      inputs.push_back(arg.getType());
+    }
+    func.setType(FunctionType::get(func.getContext(), inputs, func.getResultTypes()));
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     mesh = module->getAttrOfType<MeshAttr>("dist.mesh");
@@ -280,6 +294,8 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     Block &body = func.getBody().front();
     for (BlockArgument arg : body.getArguments())
       locals[arg] = {arg, Sharding::replicated(cast<RankedTensorType>(arg.getType()).getRank())};
+    if (module->hasAttr("hpc.train"))
+      splitBatchInputs(func);
     SmallVector<Operation *> ops;
     for (Operation &op : body)
       ops.push_back(&op);
