@@ -349,9 +349,10 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       return success();
     }
     // Training state is replicated (every rank holds it whole): an update
-    // takes its gradient whole, summed over data-parallel ranks and
-    // gathered over tensor-parallel ones, and every rank applies it.
-    if (isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(op)) {
+    // (or an assign) takes its gradient (value) whole, summed over
+    // data-parallel ranks and gathered over tensor-parallel ones, and every
+    // rank applies it.
+    if (!hpc::inPlaceOperands(op).empty()) {
       SmallVector<Attribute> operandAttrs;
       for (Value v : op->getOperands())
         operandAttrs.push_back(

@@ -97,6 +97,32 @@ def HPCAppendLoss : Pass<"hpc-append-loss", "mlir::ModuleOp"> {
   ];
 }
 
+def HPCTrainMode : Pass<"hpc-train-mode", "mlir::ModuleOp"> {
+  let summary = "Batch norm on batch statistics, with running statistics as state";
+  let description = [{
+    For a train step in PyTorch's train mode (`--train-mode`): every
+    `hpc.batch_norm` normalizes with the statistics of its batch (mean and
+    biased variance over every dim but the channels), built from reductions
+    so that hpc-autodiff differentiates through them and partitioning sums
+    them over data-parallel ranks. Running statistics that are weights
+    become state (`hpc.variable`, role "buffer") and are updated at the end
+    of the step with ONNX's momentum m: running = m * running + (1 - m) *
+    batch, the variance unbiased (n / (n - 1)), as PyTorch does.
+
+    ```mlir
+    %y = hpc.batch_norm %x, %scale, %bias, %mean, %var : ...
+    ```
+    becomes
+    ```mlir
+    %mean = hpc.variable "bn.mean" {role = "buffer"} : ...
+    %s = hpc.reduce_sum %x {axes = array<i64: 0, 2, 3>} ...   // batch mean, variance
+    ... normalized %y ...
+    hpc.assign %mean, %new_mean : tensor<16xf32>
+    ```
+    Dropout stays the identity (no random state yet).
+  }];
+}
+
 def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode gradients of @main's loss with respect to its trainable weights";
   let description = [{
@@ -214,7 +240,10 @@ def HPCLowerToRuntime : Pass<"hpc-lower-to-runtime", "mlir::ModuleOp"> {
            "File name of the weights recorded in the manifest (default: the "
            "base name of weights-file)">,
     Option<"modelName", "model-name", "std::string", /*default=*/"\"\"",
-           "Model name recorded in the manifest">
+           "Model name recorded in the manifest">,
+    Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
+           "Absolute path of the source model, recorded in the manifest as "
+           "\"model_path\" (`train --save-onnx` rewrites it; empty: not recorded)">
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }

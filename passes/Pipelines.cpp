@@ -27,6 +27,7 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;
   lower.modelName = options.modelName;
+  lower.modelPath = options.modelPath;
   pm.addPass(createHPCLowerToRuntime(lower));
 }
 
@@ -34,6 +35,8 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   HPCAppendLossOptions loss;
   loss.loss = options.loss;
   pm.addPass(createHPCAppendLoss(loss));
+  if (options.trainMode)
+    pm.addPass(createHPCTrainMode());
   HPCAutodiffOptions autodiff;
   autodiff.freeze = llvm::to_vector(options.freeze);
   autodiff.printTrainable = options.printTrainable;

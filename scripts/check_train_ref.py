@@ -50,6 +50,8 @@ def main():
                     help="launcher and its arguments (multi-rank runs)")
     ap.add_argument("--mesh", default="", help="compile for this mesh")
     ap.add_argument("--steps", type=int, default=0, help="default: the reference's")
+    ap.add_argument("--buffers", default="",
+                    help="compare only these buffers of buffers-final.npz (comma-separated)")
     args, compare_args = ap.parse_known_args()
 
     with open(os.path.join(args.ref, "ref.json")) as f:
@@ -71,13 +73,59 @@ def main():
                            "--dump-steps", ",".join(str(s) for s in ref["grad_steps"])]
     for name in ref["data"]["inputs"]:
         train += ["--data", f"{name}={os.path.join(data_dir, name + '.npy')}"]
+    buffers = os.path.join(args.ref, "buffers-final.npz")
+    saved = os.path.join(args.workdir, "trained.safetensors")
+    if os.path.exists(buffers):
+        train += ["--save", saved]
     metrics = os.path.join(args.workdir, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     run(train)
     compare = [sys.executable, os.path.join(HERE, "compare_train_refs.py"), args.ref,
                args.workdir] + compare_args
-    sys.exit(subprocess.run(compare).returncode)
+    status = subprocess.run(compare).returncode
+    only = [b for b in args.buffers.split(",") if b]
+    if os.path.exists(buffers) and not check_buffers(buffers, saved, only):
+        status = 1
+    sys.exit(status)
+
+
+def read_safetensors(path):
+    """name -> numpy array of a safetensors file (the dtypes training saves)."""
+    import numpy as np
+    dtypes = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtypes[e["dtype"]]).reshape(e["shape"])
+    return out
+
+
+def check_buffers(ref_npz, saved, only, rtol=1e-5):
+    """The model's buffers after the last step (batch-norm running statistics
+    in train mode) against the reference's, rtol relative in norm."""
+    import numpy as np
+    want = np.load(ref_npz)
+    got = read_safetensors(saved)
+    ok = True
+    for name in want.files:
+        if only and name not in only:
+            continue
+        if name not in got:
+            print(f"FAIL buffer {name}: not in {saved}")
+            ok = False
+            continue
+        w = want[name].astype(np.float64)
+        err = float(np.linalg.norm(got[name] - w) / max(np.linalg.norm(w), 1e-30))
+        print(f"buffer {name}: ||b - b_ref||/||b_ref|| = {err:.3e}" + ("" if err <= rtol else " FAIL"))
+        ok &= err <= rtol
+    return ok
 
 
 if __name__ == "__main__":

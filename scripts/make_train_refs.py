@@ -229,13 +229,16 @@ def setup_gpt2_example(om, dtype):
     return params, forward, {"config": dict(c)}
 
 
-def setup_cnn(om, dtype):
+def setup_cnn(om, dtype, training=False):
     P = trainable_params(om, dtype)
 
     def forward(batch):
         x = F.conv2d(batch["image"], P["conv1.w"], P["conv1.b"], stride=1, padding=1)
+        # Inference mode: the running stats are constants. Train mode (the
+        # cnn-train reference, hpc-opt --train-mode): batch statistics, and
+        # the running stats updated in place with momentum 0.1 (ONNX's 0.9).
         x = F.batch_norm(x, P["bn1.mean"], P["bn1.var"], P["bn1.scale"], P["bn1.bias"],
-                         training=False, eps=1e-5)  # inference mode: running stats are buffers
+                         training=training, momentum=0.1, eps=1e-5)
         x = torch.relu(x)
         x = F.max_pool2d(x, kernel_size=2, stride=2)
         x = F.conv2d(x, P["conv2.w"], P["conv2.b"], stride=1, padding=1, groups=2)
@@ -247,7 +250,7 @@ def setup_cnn(om, dtype):
         return {"logits": F.linear(x, P["fc.w"], P["fc.b"])}  # Gemm transB=1
 
     params = {n: (P[n], False) for n in om.trained}
-    return params, forward, {}
+    return params, forward, {"buffers": {n: P[n] for n in ("bn1.mean", "bn1.var")}}
 
 
 # --------------------------------------------------------------------------
@@ -411,6 +414,13 @@ MODELS = {
                          check_outputs=["logits"]),
     "cnn": dict(onnx="examples/cnn.onnx", setup=setup_cnn, data=data_cnn, batch=1, logits="logits",
                 compile=["--train", "--loss=cross-entropy:logits,labels"], check_outputs=["logits"]),
+    # PyTorch's train mode: batch norm on batch statistics; the running
+    # statistics after the last step are in buffers-final.npz.
+    "cnn-train": dict(onnx="examples/cnn.onnx", setup=setup_cnn,
+                      setup_train=lambda om, dt: setup_cnn(om, dt, training=True),
+                      data=data_cnn, batch=1, logits="logits",
+                      compile=["--train", "--train-mode", "--loss=cross-entropy:logits,labels"],
+                      check_outputs=["logits"]),
     "hf-gpt2": dict(onnx="test/models/gpt2.onnx", setup=lambda om, dt: setup_hf(om, "gpt2", dt),
                     data=data_hf(1004), batch=1, logits="logits", ref_dir="test/models/ref/gpt2",
                     compile=["--train", "--loss=cross-entropy:logits,labels"], check_outputs=["logits"]),
@@ -543,8 +553,11 @@ def run_model(key, out_root):
         np.save(os.path.join(mdir, "data", f"{name}.npy"), arr)
 
     results = {}
-    f64_params, f64_forward, _ = spec["setup"](om, torch.float64)
+    setup_train = spec.get("setup_train", spec["setup"])
     for opt_name in OPTIMIZERS:
+        # Fresh modules per run: train mode changes their buffers.
+        params, forward, info = setup_train(om, torch.float32)
+        f64_params, f64_forward, _ = setup_train(om, torch.float64)
         losses, gnorms, grads = train(key, spec, om, params, forward, data, opt_name, torch.float32)
         # The same run in float64: how far float32 rounding alone moves this
         # trajectory (a floor for the tolerances a float32 trainer can meet).
@@ -559,6 +572,10 @@ def run_model(key, out_root):
         os.makedirs(odir, exist_ok=True)
         for step, g in grads.items():
             write_npz(os.path.join(odir, f"grads-step{step}.npz"), g)
+        if "setup_train" in spec:
+            write_npz(os.path.join(odir, "buffers-final.npz"),
+                      {n: t.detach().numpy().astype(np.float32)
+                       for n, t in info["buffers"].items()})
         meta = {
             "model": key,
             "onnx": spec["onnx"],
@@ -588,7 +605,7 @@ def run_model(key, out_root):
             "settings": "float32, torch.set_num_threads(1), torch.use_deterministic_algorithms(True)",
             "made_by": "build/ref-venv/bin/python scripts/make_train_refs.py",
         }
-        meta.update({k: v for k, v in info.items() if k not in ("config",)})
+        meta.update({k: v for k, v in info.items() if k not in ("config", "buffers")})
         if "config" in info:
             meta["config"] = info["config"]
         with open(os.path.join(odir, "ref.json"), "w") as f:

@@ -1048,8 +1048,9 @@ void VariableOp::print(OpAsmPrinter &p) {
 LogicalResult VariableOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
-  if (getRole() != "param" && getRole() != "optimizer")
-    return emitOpError("role must be \"param\" or \"optimizer\", got \"") << getRole() << "\"";
+  if (getRole() != "param" && getRole() != "buffer" && getRole() != "optimizer")
+    return emitOpError("role must be \"param\", \"buffer\" or \"optimizer\", got \"")
+           << getRole() << "\"";
   if (auto value = getValue())
     if (value->getType() != getType())
       return emitOpError("value type ") << value->getType()
@@ -1085,6 +1086,23 @@ LogicalResult AdamWUpdateOp::verify() {
                           {{getGrad(), "gradient"},
                            {getExpAvg(), "exp_avg"},
                            {getExpAvgSq(), "exp_avg_sq"}});
+}
+
+SmallVector<unsigned> hpc::inPlaceOperands(Operation *op) {
+  if (isa<SGDUpdateOp>(op))
+    return {0, 3};
+  if (isa<AdamWUpdateOp>(op))
+    return {0, 2, 3};
+  if (isa<AssignOp>(op))
+    return {0};
+  return {};
+}
+
+LogicalResult AssignOp::verify() {
+  if (getValue().getType() != getTarget().getType())
+    return emitOpError("value type ") << getValue().getType() << " does not match the target type "
+                                      << getTarget().getType();
+  return success();
 }
 
 LogicalResult ConvWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -106,6 +106,11 @@ struct ShardingRule {
 /// its result; partitioners call it before inferring the local result type.
 void setLocalResultShape(mlir::Operation *op, llvm::ArrayRef<int64_t> local);
 
+/// The operands a state update (hpc.sgd_update, hpc.adamw_update,
+/// hpc.assign) writes in place: its parameter and buffers; empty for every
+/// other op. The planner and the partitioner both keep these whole.
+llvm::SmallVector<unsigned> inPlaceOperands(mlir::Operation *op);
+
 /// Attaches upstream MLIR's shard::ShardingInterface to every hpc op, derived
 /// from its ShardingRule, so `--sharding-propagation` and `--shard-partition`
 /// work on hpc programs (HPCShardInterface.cpp).

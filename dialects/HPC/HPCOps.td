@@ -382,13 +382,16 @@ def HPC_BatchNormOp : HPC_InferOp<"batch_norm"> {
   let summary = "Batch normalization with running statistics (inference)";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias` per channel (dim 1).
+    `momentum` is ONNX's (running = running * momentum + batch * (1 -
+    momentum)); only a train step in train mode (hpc-train-mode) uses it.
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
                    RankedTensorOf<[AnyFloat]>:$scale,
                    RankedTensorOf<[AnyFloat]>:$bias,
                    RankedTensorOf<[AnyFloat]>:$mean,
                    RankedTensorOf<[AnyFloat]>:$variance,
-                   DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                   DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                   DefaultValuedAttr<F64Attr, "0.9">:$momentum);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }

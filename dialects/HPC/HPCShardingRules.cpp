@@ -623,6 +623,7 @@ static ShardingRule updateRule(Operation *op, Value param) {
 
 ShardingRule SGDUpdateOp::getShardingRule() { return updateRule(*this, getParam()); }
 ShardingRule AdamWUpdateOp::getShardingRule() { return updateRule(*this, getParam()); }
+ShardingRule AssignOp::getShardingRule() { return updateRule(*this, getTarget()); }
 
 /// The filter gradient sums over the batch and the output positions: a
 /// split batch leaves partial sums (the data-parallel gradient reduction).

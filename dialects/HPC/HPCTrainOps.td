@@ -25,7 +25,9 @@ def HPC_VariableOp : Op<HPC_Dialect, "variable",
     initializes it once (from `value` when present, else zeros), checkpoints
     it, and the update ops (`hpc.sgd_update`, `hpc.adamw_update`) write it in
     place at the end of a step. `role` says what it holds: "param" (a model
-    weight, saved under its initializer `name`) or "optimizer".
+    weight, saved under its initializer `name`), "buffer" (model state that
+    is not trained, such as batch-norm running statistics in train mode,
+    also saved under its initializer name) or "optimizer".
 
     ```mlir
     %w = hpc.variable "fc.weight" {role = "param"} : tensor<10x64xf32> = dense_resource<fc.weight>
@@ -89,6 +91,24 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
                    DefaultValuedAttr<F64Attr, "1e-8">:$eps,
                    DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def HPC_AssignOp : Op<HPC_Dialect, "assign",
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Write a new value into a state tensor, in place";
+  let description = [{
+    `target` (an `hpc.variable` value that no later op reads) takes the
+    bytes of `value` (its type) at this point of the step: how train mode
+    keeps batch-norm running statistics.
+
+    ```mlir
+    hpc.assign %running_mean, %new_mean : tensor<16xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$target, AnyRankedTensor:$value);
+  let assemblyFormat = "$target `,` $value attr-dict `:` type($target) `,` type($value)";
   let hasVerifier = 1;
 }
 

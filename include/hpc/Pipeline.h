@@ -22,6 +22,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Weights file name recorded for the runtime")};
   Option<std::string> modelName{*this, "model-name",
                                 llvm::cl::desc("Model name for the manifest")};
+  Option<std::string> modelPath{
+      *this, "model-path",
+      llvm::cl::desc("Absolute path of the source model for the manifest (model_path)")};
   Option<std::string> mesh{
       *this, "mesh",
       llvm::cl::desc("Partition over this mesh (dp=2,tp=2); empty: one rank")};
@@ -73,6 +76,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init("constant")};
   ListOption<std::string> freeze{*this, "freeze",
                                  llvm::cl::desc("Weights not to train (initializer names)")};
+  Option<bool> trainMode{
+      *this, "train-mode",
+      llvm::cl::desc("Batch norm on batch statistics, running statistics as state"),
+      llvm::cl::init(false)};
   Option<bool> keepGradients{
       *this, "keep-gradients",
       llvm::cl::desc("Also return every gradient (grad.<name>), for numerical tests"),

@@ -458,8 +458,12 @@ LogicalResult batchNorm(Importer &im) {
     TRY(v, im.input(i));
     operands.push_back(v);
   }
-  return finish(im, im.create<hpc::BatchNormOp>(
-                        operands, {im.f64("epsilon", im.attrFloat("epsilon", 1e-5))}));
+  SmallVector<NamedAttribute> attrs{im.f64("epsilon", im.attrFloat("epsilon", 1e-5))};
+  // The running statistics' momentum matters only to a train step in train
+  // mode; the default (0.9) is left implicit.
+  if (double momentum = im.attrFloat("momentum", 0.9); momentum != 0.9)
+    attrs.push_back(im.f64("momentum", momentum));
+  return finish(im, im.create<hpc::BatchNormOp>(operands, attrs));
 }
 
 //===----------------------------------------------------------------------===//

@@ -127,12 +127,11 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
   return success();
 }
 
-/// An optimizer update writes its parameter and buffers in place: they must
+/// An optimizer update (or an assign) writes its parameter and buffers in
+/// place: they must
 /// be state, and no later op may read them (it would see the new values).
 static LogicalResult checkStateUpdate(Operation *op, const hpc::ProgramPlan &plan) {
-  auto written = isa<hpc::SGDUpdateOp>(op) ? SmallVector<unsigned>{0, 3}
-                                           : SmallVector<unsigned>{0, 2, 3};
-  for (unsigned i : written) {
+  for (unsigned i : hpc::inPlaceOperands(op)) {
     if (i >= op->getNumOperands())
       continue;
     Value v = op->getOperand(i);
@@ -226,7 +225,7 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       root.back() = plan.tensors.size() - 1;
       continue;
     }
-    if (isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(op)) {
+    if (!hpc::inPlaceOperands(&op).empty()) {
       if (failed(checkStateUpdate(&op, plan)))
         return failure();
       plan.kernels.push_back(&op);

@@ -197,6 +197,8 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
            " is not supported (this runtime reads version 1)");
     if (m.contains("model") && m["model"].is_string())
       model_ = m["model"].get<std::string>();
+    if (m.contains("model_path") && m["model_path"].is_string())
+      modelPath_ = m["model_path"].get<std::string>();
     int64_t arena = intField(m, "arena_bytes", "manifest");
     if (arena < 0)
       fail("manifest: arena_bytes is negative");
@@ -430,8 +432,9 @@ void hpcrt_ctx::parseState(const json &m) {
     listedBy[id] = static_cast<int>(i);
     e.tensor = static_cast<int>(id);
     e.role = strField(j, "role", where);
-    if (e.role != "param" && e.role != "optimizer")
-      fail("manifest: " + where + " has unknown role '" + e.role + "' (param or optimizer)");
+    if (e.role != "param" && e.role != "buffer" && e.role != "optimizer")
+      fail("manifest: " + where + " has unknown role '" + e.role +
+           "' (param, buffer or optimizer)");
     std::string init = strField(j, "init", where);
     if (init == "zeros") {
       e.init = StateInit::Zeros;
@@ -604,6 +607,21 @@ void hpcrt_ctx::setWeightsData(const void *data, size_t bytes) {
   weightsDataBytes_ = bytes;
 }
 
+void hpcrt_ctx::adoptWeightsData(Buffer data) {
+  if (!hasWeights_)
+    fail("weights: the model has no weights");
+  if (data.size() != weightsBytes_)
+    fail("weights: " + std::to_string(data.size()) + " bytes laid out, the model expects " +
+         std::to_string(weightsBytes_));
+  if (mapBase_)
+    munmap(mapBase_, mapBytes_);
+  mapBase_ = nullptr;
+  mapBytes_ = 0;
+  weightsCopy_ = std::move(data);
+  weightsData_ = static_cast<const uint8_t *>(weightsCopy_.data());
+  weightsDataBytes_ = weightsCopy_.size();
+}
+
 void hpcrt_ctx::loadWeightsFile(const std::string &path) {
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0)
@@ -627,6 +645,8 @@ void hpcrt_ctx::loadWeightsFile(const std::string &path) {
     munmap(mapBase_, mapBytes_);
   mapBase_ = base;
   mapBytes_ = size;
+  weightsCopy_ = Buffer();
+  weightsData_ = nullptr;
   const uint8_t *p = static_cast<const uint8_t *>(base);
 
   if (size < 8)

@@ -83,7 +83,10 @@ struct StateEntry {
   std::string role; ///< "param" (a model weight) or "optimizer"
   StateInit init = StateInit::Zeros;
   int64_t weightsOffset = 0; ///< StateInit::Weights: offset in the weights data
-  bool isParam() const { return role == "param"; }
+  /// A tensor of the model (a trained "param", or a "buffer" such as
+  /// batch-norm running statistics in train mode), saved under its
+  /// initializer name; not optimizer state.
+  bool isParam() const { return role == "param" || role == "buffer"; }
 };
 
 /// The manifest's "train" section, its names resolved to input and output
@@ -157,6 +160,9 @@ public:
 
   // --- manifest ---------------------------------------------------------
   const std::string &model() const { return model_; }
+  /// The source model's absolute path at compile time (manifest
+  /// "model_path"; empty when the manifest has none).
+  const std::string &modelPath() const { return modelPath_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
   bool hasWeights() const { return hasWeights_; }
   const std::string &weightsFile() const { return weightsFile_; }
@@ -191,6 +197,13 @@ public:
   /// Uses `bytes` bytes at `data` as the weights data section (not copied;
   /// must outlive the context); checks size and hash against the manifest.
   void setWeightsData(const void *data, size_t bytes);
+  /// Takes `data` as the weights data section: bytes laid out for this plan
+  /// from another file (`run --weights` with a by-name file), so its size
+  /// must be the manifest's but its hash is not checked. Replaces (and
+  /// unmaps) whatever was loaded before; residentBytes() counts it.
+  void adoptWeightsData(hpcrt::Buffer data);
+  /// The weights data section (after loading; null before).
+  const uint8_t *weightsData() const { return weightsData_; }
   /// Copies an input's data (its dtype and shape must be the manifest's).
   void bindInput(size_t inputNumber, int dtype,
                  const std::vector<int64_t> &shape, const void *data,
@@ -244,6 +257,7 @@ public:
 
 private:
   std::string model_;
+  std::string modelPath_;
   uint64_t arenaBytes_ = 0;
   bool hasWeights_ = false;
   std::string weightsFile_;

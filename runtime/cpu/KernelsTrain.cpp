@@ -61,6 +61,18 @@ constexpr double kUpdateCost = 4.0;
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
+/// hpc.assign: the target (a state tensor) takes the value's bytes; a copy
+/// the runtime has no better library call for than memcpy.
+HPCRT_KERNEL(assign) {
+  c.expect(0, 2);
+  Tensor &target = c.in(0), &value = c.in(1);
+  if (target.dtype != value.dtype || target.shape != value.shape)
+    fail("assign: the value is " + dtypeName(value.dtype) + " " + shapeString(value.shape) +
+         ", the target " + dtypeName(target.dtype) + " " + shapeString(target.shape));
+  if (target.bytes)
+    memcpy(target.data, value.data, target.bytes);
+}
+
 HPCRT_KERNEL(sgd_update) {
   c.expect(0, 4);
   double momentum = c.f(), weightDecay = c.f();

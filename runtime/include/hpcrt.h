@@ -50,6 +50,8 @@
  *   {
  *     "version": 1,
  *     "model": "gpt2.onnx",
+ *     "model_path": "/abs/path/gpt2.onnx",  the source model at compile time
+ *                                        (optional; `train --save-onnx`)
  *     "arena_bytes": 123456,             planned peak of the arena
  *     "weights": {"file": "gpt2.bin.safetensors", "bytes": N,
  *                 "hash": "16 hex digits"},
@@ -97,6 +99,22 @@
  *     allows), otherwise it is copied once. Tensor offsets should be
  *     multiples of 64 (at least of the element size). Per-tensor entries
  *     of the safetensors header are not read; the manifest is the truth.
+ *   - --weights FILE whose __metadata__ has no hpc_hash is a by-name file
+ *     (`train --save`, or any safetensors of whole tensors named by the
+ *     model's initializers), for any plan of the same model: the runtime
+ *     reads the header of the binary's own weights file (hash-checked as
+ *     above; here its per-tensor entries are read) and builds the data
+ *     section from FILE: entry <name> is FILE's <name>; a slice entry
+ *     <name>[a:b,c:d] (a:b:s with a step) is that box of FILE's <name>; an
+ *     entry with metadata pieces_of.<entry> = {"dim": D, "shape": S} is
+ *     stored [G, piece...] and piece g is the g-th of G blocks along D of
+ *     FILE's tensor of shape S (or of its slice); const.N entries, and
+ *     integer or bool entries FILE lacks, are the own file's bytes. Dtypes
+ *     and shapes must match (a slice must lie inside the tensor); a missing
+ *     floating-point tensor, a mismatch, or a FILE with none of the plan's
+ *     names is one error naming the tensor and FILE; tensors FILE has that
+ *     no entry reads: one warning with their count. The result is a heap
+ *     copy of "bytes" bytes (no hash: its bytes are not the compiled ones).
  *   - The arena is 64-byte aligned and exactly arena_bytes long; offsets
  *     should be multiples of 64 (at least of the element size). Results are
  *     always arena tensors. The high-water mark is the largest
@@ -146,7 +164,9 @@
  *          "state" are views of listed ones (same offset and bytes, another
  *          shape: a reshaped parameter). role "param" is a model weight
  *          (saved under its initializer name by `train --save`),
- *          "optimizer" is optimizer state. init "weights": copy the
+ *          "buffer" model state that is not trained (batch-norm running
+ *          statistics in train mode; saved like a param), "optimizer" is
+ *          optimizer state. init "weights": copy the
  *          tensor's bytes from the weights data section at weights_offset;
  *          "zeros": fill with zeros.
  *     "train": {"loss": "cross-entropy" | "mse" | "output",
@@ -182,6 +202,8 @@
  *                   Both write param (and their buffers) in place: those
  *                   operands are state tensors, and no later kernel of the
  *                   step reads them.
+ *   assign          [0, 2, target, value]: target (state) takes value's
+ *                   bytes in place; no later kernel of the step reads it.
  *   conv_weight_grad [1, dw, 2, x, dy]  iattrs {dilations, group,
  *                   kernel_shape, pads, strides}
  *   max_pool_grad   [1, dx, 2, x, dy]   iattrs {ceil_mode, dilations,
@@ -228,6 +250,15 @@
  *     --resume takes the newest that verifies (skipping corrupt ones with a
  *     warning), --resume-from DIR/step-N that one; another plan hash is
  *     refused. A resumed run continues at N+1 and is bitwise the same run.
+ *   - --save FILE: the param (and buffer) state tensors, whole, by state
+ *     name (no hpc_hash: `run --weights FILE` lays it out for any plan,
+ *     above). --save-onnx FILE.onnx: the model at manifest "model_path" (or
+ *     --onnx MODEL.onnx) with the initializer of every param and buffer
+ *     (same name, dtype and dims, else an error) replaced by TensorProto
+ *     raw_data of the trained bytes (float_data etc., external_data and
+ *     data_location dropped); every other protobuf field is copied as it
+ *     was, external initializers are inlined; checked before step 1,
+ *     written atomically after the last step by rank 0.
  *   - HPC_FAULT=kill@STEP (environment, for tests): the process raises
  *     SIGKILL in that step, after its program ran, before its metrics and
  *     checkpoint are written. Unset or empty: inert; anything else: error.

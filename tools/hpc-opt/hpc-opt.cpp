@@ -170,7 +170,8 @@ static llvm::cl::opt<bool> printTrainableFlag(
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool> trainModeFlag(
     "train-mode",
-    llvm::cl::desc("Batch norm on batch statistics and dropout (not supported yet)"),
+    llvm::cl::desc("With --train: batch norm on batch statistics, its running statistics "
+                   "updated as state (PyTorch's train mode; dropout stays the identity)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
 /// The training fields of the compile options, from the command line.
@@ -191,6 +192,7 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.freeze = llvm::to_vector(freezeFlag);
   options.keepGradients = keepGradientsFlag;
   options.printTrainable = printTrainableFlag;
+  options.trainMode = trainModeFlag;
 }
 
 /// With --train, the search plans what the compile builds: the same
@@ -294,6 +296,13 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     options.weightsName = llvm::sys::path::filename(weightsPath).str();
   }
   options.modelName = llvm::sys::path::filename(inputFile).str();
+  if (hpc::isONNXPath(inputFile)) {
+    SmallString<256> modelPath(inputFile);
+    if (!llvm::sys::fs::make_absolute(modelPath)) {
+      llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
+      options.modelPath = modelPath.str().str();
+    }
+  }
   options.fuse = !noFuse;
   options.weightPieces = !noWeightPieces;
   options.mesh = meshSpec;
@@ -485,9 +494,8 @@ int main(int argc, char **argv) {
                      "output:NAME");
   if (!trainFlag && (!lossSpec.empty() || printTrainableFlag || keepGradientsFlag))
     return userError("--loss, --print-trainable and --keep-gradients need --train");
-  if (trainModeFlag)
-    return userError("--train-mode (batch statistics, dropout) is not supported yet; the "
-                     "train step computes the graph's inference forward");
+  if (trainModeFlag && !trainFlag)
+    return userError("--train-mode needs --train");
   if (trainFlag && !hpc::isONNXPath(inputFile))
     return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
                      "--hpc-autodiff and --hpc-optimizer");
