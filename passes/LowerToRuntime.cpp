@@ -173,7 +173,7 @@ llvm::json::Value attributeJson(Attribute a) {
 }
 
 std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRef model,
-                         StringRef weightsName) {
+                         StringRef modelPath, StringRef weightsName) {
   using llvm::json::Array;
   using llvm::json::Object;
   Object m;
@@ -191,6 +191,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
       m["bytes_per_rank"] = bytes.getInt();
   }
   m["model"] = model;
+  // Where the source model was (`train --save-onnx` rewrites it).
+  if (!modelPath.empty())
+    m["model_path"] = modelPath;
   m["arena_bytes"] = plan.arenaBytes;
   m["weights"] = Object{{"file", weightsName},
                         {"bytes", int64_t(plan.weightsData.size())},
@@ -301,7 +304,7 @@ struct LowerToRuntime : hpc::impl::HPCLowerToRuntimeBase<LowerToRuntime> {
     auto i8 = b.getI8Type();
 
     // The manifest, NUL-terminated, with external linkage for the runtime.
-    std::string manifest = manifestJson(module, plan, modelName, weightsName);
+    std::string manifest = manifestJson(module, plan, modelName, modelPath, weightsName);
     manifest.push_back('\0');
     LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, manifest.size()),
                            /*isConstant=*/true, LLVM::Linkage::External,

@@ -173,7 +173,13 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
                         [&](const std::string &part) { return name.contains(part); });
   }
 
+  /// The input named `name` (hpc-train-mode may have added "hpc.step"), or
+  /// a new one.
   static Value addInput(func::FuncOp func, RankedTensorType type, StringRef name) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, "hpc.name");
+          n && n.getValue() == name && func.getArgument(i).getType() == type)
+        return func.getArgument(i);
     unsigned index = func.getNumArguments();
     Builder b(func.getContext());
     (void)func.insertArgument(

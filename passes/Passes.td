@@ -119,8 +119,16 @@ def HPCTrainMode : Pass<"hpc-train-mode", "mlir::ModuleOp"> {
     ... normalized %y ...
     hpc.assign %mean, %new_mean : tensor<16xf32>
     ```
-    Dropout stays the identity (no random state yet).
+    Every `hpc.dropout` of ratio p > 0 becomes `input * mask`, the mask an
+    `hpc.dropout_mask` (0 with probability p, else 1 / (1 - p)) keyed by the
+    state tensor "hpc.rng_seed" (role "rng", initialized to `seed`), the step
+    input "hpc.step" and the dropout's index, so a resumed run draws the
+    same masks. Its gradient is the same mask (the backward multiplies by
+    it).
   }];
+  let options = [
+    Option<"seed", "seed", "int64_t", /*default=*/"0", "Seed of the dropout masks">
+  ];
 }
 
 def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {

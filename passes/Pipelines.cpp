@@ -35,8 +35,11 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   HPCAppendLossOptions loss;
   loss.loss = options.loss;
   pm.addPass(createHPCAppendLoss(loss));
-  if (options.trainMode)
-    pm.addPass(createHPCTrainMode());
+  if (options.trainMode) {
+    HPCTrainModeOptions mode;
+    mode.seed = options.seed;
+    pm.addPass(createHPCTrainMode(mode));
+  }
   HPCAutodiffOptions autodiff;
   autodiff.freeze = llvm::to_vector(options.freeze);
   autodiff.printTrainable = options.printTrainable;

@@ -1,7 +1,9 @@
 //===- TrainMode.cpp - batch norm on batch statistics for training --------===//
 //
 // hpc-train-mode: a train step in PyTorch's train mode normalizes each batch
-// with its own statistics and keeps the running statistics as state. The
+// with its own statistics and keeps the running statistics as state, and
+// its dropouts drop: each multiplies by a mask drawn from a counter-based
+// generator keyed by a seed in the state and the step number. The
 // statistics are sums scaled by the global count (not means), so that a
 // data-parallel partition sums them over ranks like any reduction over the
 // batch, and hpc-autodiff differentiates through the composite.
@@ -52,6 +54,54 @@ struct HPCTrainMode : hpc::impl::HPCTrainModeBase<HPCTrainMode> {
     for (BatchNormOp bn : norms)
       if (failed(rewrite(bn, ret)))
         return signalPassFailure();
+    SmallVector<DropoutOp> drops(body.getOps<DropoutOp>());
+    int64_t stream = 0;
+    Value seed, step;
+    for (DropoutOp d : drops) {
+      if (d.getRatio().convertToDouble() == 0) {
+        d.getResult().replaceAllUsesWith(d.getInput());
+        d.erase();
+        continue;
+      }
+      if (!seed) {
+        seed = rngSeed(body);
+        step = stepInput(func);
+      }
+      OpBuilder b(d);
+      GraphBuilder g(b, d.getLoc());
+      Value mask = DropoutMaskOp::create(b, d.getLoc(), d.getType(), seed, step,
+                                         d.getRatioAttr(), b.getI64IntegerAttr(stream++));
+      Value y = g.mul(d.getInput(), mask);
+      if (!g.ok())
+        return signalPassFailure();
+      d.getResult().replaceAllUsesWith(y);
+      d.erase();
+    }
+  }
+
+  /// The random generator's seed: a 0-d i64 state tensor (checkpointed),
+  /// initialized from the pass's `seed`.
+  Value rngSeed(Block &body) {
+    OpBuilder b(&body, body.begin());
+    auto type = RankedTensorType::get({}, b.getI64Type());
+    auto init = cast<ElementsAttr>(DenseElementsAttr::get(type, int64_t(seed)));
+    return VariableOp::create(b, body.getParentOp()->getLoc(), type,
+                              b.getStringAttr("hpc.rng_seed"), init, b.getStringAttr("rng"))
+        .getResult();
+  }
+
+  /// The step number input "hpc.step" (hpc-optimizer reuses it).
+  static Value stepInput(func::FuncOp func) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, "hpc.name"); n && n == "hpc.step")
+        return func.getArgument(i);
+    Builder b(func.getContext());
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(index, RankedTensorType::get({}, b.getI64Type()),
+                              b.getDictionaryAttr(b.getNamedAttr("hpc.name",
+                                                                 b.getStringAttr("hpc.step"))),
+                              func.getLoc());
+    return func.getArgument(index);
   }
 
   LogicalResult rewrite(BatchNormOp bn, Operation *ret) {

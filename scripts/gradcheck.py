@@ -578,6 +578,9 @@ def cases():
     c = [
         # Unary elementwise.
         Case("neg", "neg", unary("neg", u2)),
+        # Inference dropout is the identity (train mode multiplies by a mask,
+        # whose gradient is mul's).
+        Case("dropout", "dropout", unary("dropout", u2, attrs={"ratio": f64(0.3)})),
         Case("abs", "abs", unary("abs", away(0.2, 2))),
         Case("sign", "sign", unary("sign", away(0.2, 2))),
         Case("floor", "floor", unary("floor", fractional(0.1, 0.9))),

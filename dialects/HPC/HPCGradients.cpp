@@ -591,6 +591,9 @@ LogicalResult gradSqueeze(SqueezeOp op, GraphBuilder &g, ArrayRef<Value> dy, Gra
 LogicalResult gradUnsqueeze(UnsqueezeOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
   return gradView(op, g, dy, dxs);
 }
+LogicalResult gradDropout(DropoutOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
+  return gradView(op, g, dy, dxs);
+}
 LogicalResult gradTranspose(TransposeOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
   ArrayRef<int64_t> perm = op.getPerm();
   SmallVector<int64_t> inverse(perm.size());
@@ -788,6 +791,7 @@ void hpc::registerGradientModels(MLIRContext *ctx) {
   attach<ReshapeOp, gradReshape>(ctx);
   attach<SqueezeOp, gradSqueeze>(ctx);
   attach<UnsqueezeOp, gradUnsqueeze>(ctx);
+  attach<DropoutOp, gradDropout>(ctx);
   attach<TransposeOp, gradTranspose>(ctx);
   attach<ExpandOp, gradExpand>(ctx);
   attach<TileOp, gradTile>(ctx);

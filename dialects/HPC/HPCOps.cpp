@@ -1048,8 +1048,9 @@ void VariableOp::print(OpAsmPrinter &p) {
 LogicalResult VariableOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
-  if (getRole() != "param" && getRole() != "buffer" && getRole() != "optimizer")
-    return emitOpError("role must be \"param\", \"buffer\" or \"optimizer\", got \"")
+  if (getRole() != "param" && getRole() != "buffer" && getRole() != "optimizer" &&
+      getRole() != "rng")
+    return emitOpError("role must be \"param\", \"buffer\", \"optimizer\" or \"rng\", got \"")
            << getRole() << "\"";
   if (auto value = getValue())
     if (value->getType() != getType())
@@ -1096,6 +1097,32 @@ SmallVector<unsigned> hpc::inPlaceOperands(Operation *op) {
   if (isa<AssignOp>(op))
     return {0};
   return {};
+}
+
+bool hpc::isViewOp(Operation *op) {
+  return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, DropoutOp>(op);
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double r = getRatio().convertToDouble();
+  if (!(r >= 0 && r < 1))
+    return emitOpError("ratio must be in [0, 1), got ") << r;
+  return success();
+}
+
+LogicalResult DropoutMaskOp::verify() {
+  double r = getRatio().convertToDouble();
+  if (!(r >= 0 && r < 1))
+    return emitOpError("ratio must be in [0, 1), got ") << r;
+  if (!getType().hasStaticShape())
+    return emitOpError("needs a static result shape");
+  return success();
 }
 
 LogicalResult AssignOp::verify() {

@@ -106,6 +106,10 @@ struct ShardingRule {
 /// its result; partitioners call it before inferring the local result type.
 void setLocalResultShape(mlir::Operation *op, llvm::ArrayRef<int64_t> local);
 
+/// Ops whose result is their operand's storage with another shape (or the
+/// same: inference dropout): no kernel, no bytes moved.
+bool isViewOp(mlir::Operation *op);
+
 /// The operands a state update (hpc.sgd_update, hpc.adamw_update,
 /// hpc.assign) writes in place: its parameter and buffers; empty for every
 /// other op. The planner and the partitioner both keep these whole.

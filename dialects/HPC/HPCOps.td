@@ -100,6 +100,21 @@ class HPC_FloatUnaryOp<string mnemonic, string summaryText>
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$input);
 }
 
+def HPC_DropoutOp : HPC_InferOp<"dropout"> {
+  let summary = "Dropout: the identity, except in a train step in train mode";
+  let description = [{
+    ONNX Dropout in inference: the result is the input (the compiler gives
+    it the input's storage, like a reshape). A train step compiled with
+    `--train-mode` (hpc-train-mode) replaces it by `input * mask`, the mask
+    an `hpc.dropout_mask` of probability `ratio`.
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   DefaultValuedAttr<F64Attr, "0.5">:$ratio);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def HPC_NegOp : HPC_UnaryOp<"neg"> {
   let summary = "Elementwise negation";
   let arguments = (ins AnyRankedTensor:$input);

@@ -608,6 +608,18 @@ ShardingRule AvgPoolOp::getShardingRule() { return poolRule(*this); }
 //===----------------------------------------------------------------------===//
 
 ELEMENTWISE_RULE(VariableOp)
+ELEMENTWISE_RULE(DropoutOp)
+
+/// Every element of a mask comes from its global index: computed whole.
+ShardingRule DropoutMaskOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> dims;
+  for (int64_t size : shapeOf(getResult()))
+    dims.push_back(rule.addFactor(size, Kind::NeedsReplication));
+  rule.operandDims = {{}, {}};
+  rule.resultDims = {dims};
+  return rule;
+}
 
 /// An update splits like its parameter: every tensor operand of the
 /// parameter's shape follows it dim by dim; the 0-d step inputs have no dims.

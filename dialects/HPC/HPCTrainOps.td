@@ -27,7 +27,8 @@ def HPC_VariableOp : Op<HPC_Dialect, "variable",
     place at the end of a step. `role` says what it holds: "param" (a model
     weight, saved under its initializer `name`), "buffer" (model state that
     is not trained, such as batch-norm running statistics in train mode,
-    also saved under its initializer name) or "optimizer".
+    also saved under its initializer name), "optimizer", or "rng" (the
+    random generator's seed of train-mode dropout).
 
     ```mlir
     %w = hpc.variable "fc.weight" {role = "param"} : tensor<10x64xf32> = dense_resource<fc.weight>
@@ -109,6 +110,29 @@ def HPC_AssignOp : Op<HPC_Dialect, "assign",
   }];
   let arguments = (ins AnyRankedTensor:$target, AnyRankedTensor:$value);
   let assemblyFormat = "$target `,` $value attr-dict `:` type($target) `,` type($value)";
+  let hasVerifier = 1;
+}
+
+def HPC_DropoutMaskOp : HPC_Op<"dropout_mask"> {
+  let summary = "A dropout mask from a counter-based random generator";
+  let description = [{
+    Element i of the result is 0 with probability `ratio` and
+    1 / (1 - ratio) otherwise, drawn from a hash of (`seed`, `step`,
+    `stream`, i): the same seed, step and stream give the same mask on every
+    run and rank, so a resumed run repeats it. `seed` is the 0-d i64 state
+    tensor "hpc.rng_seed", `step` the train step's step input; `stream`
+    tells the dropout sites of a step apart. The whole mask is computed
+    where it is used (its dims need replication), so a partitioned step
+    draws the single-rank mask.
+
+    ```mlir
+    %m = hpc.dropout_mask %seed, %step {ratio = 0.1 : f64, stream = 0 : i64} : (tensor<i64>, tensor<i64>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[I64]>:$seed, 0DTensorOf<[I64]>:$step,
+                   F64Attr:$ratio, I64Attr:$stream);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$seed `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

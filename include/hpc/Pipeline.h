@@ -80,6 +80,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "train-mode",
       llvm::cl::desc("Batch norm on batch statistics, running statistics as state"),
       llvm::cl::init(false)};
+  Option<int64_t> seed{*this, "seed",
+                       llvm::cl::desc("Seed of train-mode dropout (state, checkpointed)"),
+                       llvm::cl::init(0)};
   Option<bool> keepGradients{
       *this, "keep-gradients",
       llvm::cl::desc("Also return every gradient (grad.<name>), for numerical tests"),

@@ -36,9 +36,7 @@ int64_t elementsOf(Value v) {
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
 
-bool isView(Operation *op) {
-  return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
-}
+bool isView(Operation *op) { return hpc::isViewOp(op); }
 
 /// True when `v` is a one-hot selection matrix (possibly transposed,
 /// reshaped, cast or scaled by gate values): a product with it is a gather or

@@ -69,9 +69,7 @@ int64_t hpc::estimateFlops(Operation *op) {
       .Default([](Operation *) { return int64_t(0); });
 }
 
-static bool isView(Operation *op) {
-  return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
-}
+static bool isView(Operation *op) { return hpc::isViewOp(op); }
 
 int64_t hpc::estimateElementsMoved(Operation *op) {
   if (isView(op))

@@ -103,7 +103,22 @@ LogicalResult dropout(Importer &im) {
   if (training)
     return im.fail("Dropout in training mode is not supported (it is random)");
   TRY(x, im.input(0));
-  im.setOutput(0, x);
+  double ratio = im.opset() < 12 ? im.attrFloat("ratio", 0.5) : 0.5;
+  if (im.hasInput(1)) {
+    auto r = im.constantInput(1);
+    if (failed(r))
+      return im.fail("Dropout needs a constant ratio");
+    ratio = (*r).getSplatValue<FloatAttr>() ? (*r).getSplatValue<FloatAttr>().getValueAsDouble()
+                                            : ratio;
+  }
+  // The identity in inference; a train step in train mode draws its mask
+  // (hpc-train-mode). Integer inputs have nothing to drop.
+  if (isa<FloatType>(typeOf(x).getElementType())) {
+    TRY(y, im.create<hpc::DropoutOp>(x, {im.f64("ratio", ratio)}));
+    im.setOutput(0, y);
+  } else {
+    im.setOutput(0, x);
+  }
   // In inference the mask keeps every element.
   if (im.hasOutput(1))
     im.setOutput(1, im.splat(im.builder().getI1Type(), typeOf(x).getShape(), 1));

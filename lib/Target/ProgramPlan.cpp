@@ -93,9 +93,7 @@ FailureOr<std::string> hpc::elementBytesOf(ElementsAttr attr) {
 }
 
 /// Ops whose result is the operand's storage with another shape.
-static bool isView(Operation *op) {
-  return isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op);
-}
+static bool isView(Operation *op) { return hpc::isViewOp(op); }
 
 /// A state tensor: a slot in the state region; its initial value (if any)
 /// goes to the weights data under its name, from where the runtime copies it.

@@ -432,9 +432,9 @@ void hpcrt_ctx::parseState(const json &m) {
     listedBy[id] = static_cast<int>(i);
     e.tensor = static_cast<int>(id);
     e.role = strField(j, "role", where);
-    if (e.role != "param" && e.role != "buffer" && e.role != "optimizer")
+    if (e.role != "param" && e.role != "buffer" && e.role != "optimizer" && e.role != "rng")
       fail("manifest: " + where + " has unknown role '" + e.role +
-           "' (param, buffer or optimizer)");
+           "' (param, buffer, optimizer or rng)");
     std::string init = strField(j, "init", where);
     if (init == "zeros") {
       e.init = StateInit::Zeros;

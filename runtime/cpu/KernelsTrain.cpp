@@ -61,6 +61,41 @@ constexpr double kUpdateCost = 4.0;
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
+/// The counter-based generator of hpc.dropout_mask: splitmix64 of the
+/// element's global index mixed with seed, step and stream (a hash, so any
+/// element can be drawn alone and every rank draws the same mask).
+static inline uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+HPCRT_KERNEL(dropout_mask) {
+  c.expect(1, 2);
+  double ratio = c.f();
+  int64_t stream = c.i();
+  Tensor &mask = c.out();
+  // Checked as 0-d i64, then read exactly (not through a double).
+  scalarOf(c.in(0), HPCRT_I64, "dropout_mask", "seed");
+  scalarOf(c.in(1), HPCRT_I64, "dropout_mask", "step");
+  uint64_t seed = static_cast<uint64_t>(*c.in(0).as<int64_t>());
+  uint64_t step = static_cast<uint64_t>(*c.in(1).as<int64_t>());
+  uint64_t key = mix64(mix64(mix64(seed) ^ step) ^ static_cast<uint64_t>(stream));
+  const double keep = 1.0 / (1.0 - ratio);
+  dispatchState(mask.dtype, "dropout_mask", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *m = mask.as<T>();
+    parallelFor(mask.numel, kUpdateCost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        // 24 random bits: u in [0, 1), kept when u >= ratio.
+        double u = static_cast<double>(mix64(key ^ static_cast<uint64_t>(i)) >> 40) * 0x1p-24;
+        m[i] = u >= ratio ? static_cast<T>(keep) : T(0);
+      }
+    });
+  });
+}
+
 /// hpc.assign: the target (a state tensor) takes the value's bytes; a copy
 /// the runtime has no better library call for than memcpy.
 HPCRT_KERNEL(assign) {

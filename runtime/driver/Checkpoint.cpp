@@ -4,14 +4,15 @@
 // it to the others, every rank writes and fsyncs its shard, rank 0 gathers
 // the sizes and checksums, writes manifest.json, publishes and prunes),
 // verifying and choosing a checkpoint to resume from, loading a shard into
-// the state, and the params-only safetensors files of --save and
-// --init-weights. See Checkpoint.h for the layout.
+// the state, the params-only safetensors files of --save and --init-weights,
+// and the ONNX model of --save-onnx. See Checkpoint.h for the layout.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
 
 #include "Files.h"
+#include "../io/OnnxInitializers.h"
 #include "../io/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,14 @@ using json = nlohmann::json;
 namespace hpcrt::driver {
 
 std::string planHash(const char *manifestText) {
+  // Where the model file was at compile time is not part of the plan: a
+  // binary compiled from a moved copy of the model resumes the checkpoint.
+  json m = json::parse(manifestText, nullptr, /*allow_exceptions=*/false);
+  if (m.is_object() && m.contains("model_path")) {
+    m.erase("model_path");
+    std::string text = m.dump();
+    return hashString(hpcrt_hash64(text.data(), text.size()));
+  }
   return hashString(hpcrt_hash64(manifestText, strlen(manifestText)));
 }
 
@@ -385,6 +394,26 @@ void saveParams(const Context &ctx, const std::string &path, const CheckpointPla
   for (const Piece &p : statePieces(ctx, true))
     pieces.push_back(p);
   writeAtomically(path, pieces);
+}
+
+std::vector<uint8_t> onnxWithParams(const Context &ctx, const std::string &source,
+                                    size_t *replaced, size_t *inlined) {
+  std::map<std::string, InitializerData> values;
+  for (const StateEntry &e : ctx.stateList()) {
+    if (!e.isParam())
+      continue;
+    const Tensor &t = ctx.tensor(e.tensor);
+    values[e.name] = {t.dtype, t.shape, t.data, t.bytes};
+  }
+  MappedFile f(source);
+  size_t slash = source.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : source.substr(0, slash));
+  InitializerRewrite r = replaceInitializers(f.data(), f.size(), values, dir, source);
+  if (replaced)
+    *replaced = r.replaced;
+  if (inlined)
+    *inlined = r.inlined;
+  return std::move(r.model);
 }
 
 uint64_t initParams(Context &ctx, const std::string &path) {

@@ -15,8 +15,9 @@
 // replaced atomically; the newest --ckpt-keep step directories up to N are
 // kept. Nothing else in DIR is touched. The plan hash (hpcrt_hash64 of the
 // program's manifest text) names the layout: a checkpoint of another plan is
-// refused. Also here: `train --save` (params as a plain safetensors file) and
-// `train --init-weights` (params from one).
+// refused. Also here: `train --save` (params as a plain safetensors file),
+// `train --save-onnx` (params in place of the source model's initializers)
+// and `train --init-weights` (params from a safetensors file).
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,6 +119,14 @@ private:
 /// plain safetensors file (replaced atomically).
 void saveParams(const Context &ctx, const std::string &path, const CheckpointPlan &plan,
                 int64_t step);
+/// `train --save-onnx`: the ONNX model at `source` with the initializer of
+/// every param state tensor replaced by its value (as inline raw_data;
+/// external initializers are inlined too; runtime/io/OnnxInitializers.h).
+/// Fails, naming the file, when `source` cannot be read, is not a model, or
+/// lacks an initializer of a param's name, dtype and shape. `replaced`
+/// (optional) gets the number of initializers replaced and inlined.
+std::vector<uint8_t> onnxWithParams(const Context &ctx, const std::string &source,
+                                    size_t *replaced = nullptr, size_t *inlined = nullptr);
 /// `train --init-weights`: overwrites the param state tensors from a
 /// safetensors file by name (names, dtypes and shapes must match exactly).
 /// Returns the bytes it mapped.

@@ -4,12 +4,16 @@
 // world-size check against the manifest's mesh, one communicator per subset
 // of the mesh axes, the agreement on errors after each phase, and the few
 // collectives the driver itself needs (a barrier, broadcasting a name,
-// gathering counts). loadWeights, runProgram and finishRun are the setup and
-// one run of the compiled program as `run` and `train` both do them.
+// gathering counts). loadWeights (the binary's own weights file, or a by-name
+// file laid out for the plan: WeightsByName.h), runProgram and finishRun are
+// the setup and one run of the compiled program as `run` and `train` both
+// do them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Process.h"
+
+#include "WeightsByName.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -139,23 +143,39 @@ uint64_t MpiRun::maxOver(uint64_t value) {
   return m;
 }
 
-void loadWeights(Context &ctx, const std::string &override, bool verbose) {
+uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose) {
   if (!ctx.hasWeights()) {
     if (!override.empty())
       fail("--weights given, but the model has no weights");
-    return;
+    return 0;
   }
-  std::string path = override;
-  if (path.empty()) {
-    path = ctx.weightsFile();
-    if (path.empty() || path[0] != '/')
-      path = executableDir() + "/" + path;
+  std::string own = ctx.weightsFile();
+  if (own.empty() || own[0] != '/')
+    own = executableDir() + "/" + own;
+  if (!override.empty() && isByNameWeights(override)) {
+    ByNameReport r = loadWeightsByName(ctx, own, override);
+    if (verbose)
+      fprintf(stderr,
+              "weights: %s by name, laid out for this plan (%zu entries from it, %zu from "
+              "%s; %llu bytes)\n",
+              override.c_str(), r.fromFile, r.fromOwn, own.c_str(),
+              static_cast<unsigned long long>(ctx.weightsBytes()));
+    if (!r.unused.empty() && launcherRank() == 0) {
+      fprintf(stderr, "%s: warning: %s: %zu tensor%s the program does not use ('%s'%s)\n",
+              progName.c_str(), override.c_str(), r.unused.size(),
+              r.unused.size() == 1 ? "" : "s", r.unused[0].c_str(),
+              r.unused.size() == 1 ? "" : ", ...");
+      fflush(stderr);
+    }
+    return r.mappedBytes;
   }
+  std::string path = override.empty() ? own : override;
   if (verbose)
     fprintf(stderr, "weights: %s (%llu bytes, hash %s)\n", path.c_str(),
             static_cast<unsigned long long>(ctx.weightsBytes()),
             hashString(ctx.weightsHash()).c_str());
   ctx.loadWeightsFile(path);
+  return 0;
 }
 
 void runProgram(Context &ctx, MpiRun &mpi) {

@@ -124,8 +124,11 @@ struct MpiRun {
 
 /// Maps the program's weights file: `override` (--weights) or the manifest's
 /// file name, resolved against the executable's directory unless absolute.
-/// `verbose` prints the path to stderr.
-void loadWeights(Context &ctx, const std::string &override, bool verbose);
+/// An `override` without __metadata__.hpc_hash is read by name and laid out
+/// for the plan (WeightsByName.h; the launcher's rank 0 warns about tensors
+/// it does not use). `verbose` prints the path to stderr. Returns the bytes
+/// mapped only while loading (0 when the weights are used in place).
+uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose);
 
 /// One run of the compiled program: hpc_program_run, then the end of its
 /// asynchronous communication (an error of it becomes the context's). A

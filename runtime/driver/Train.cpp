@@ -4,9 +4,11 @@
 // data, a checkpoint to resume from or --init-weights, the metrics file),
 // then per step: the batch and the step inputs, the program, the loss and
 // gradient norm, --dump-outputs, evaluation, the metrics line, progress and
-// checkpoints; at the end --save and the summary. Under mpirun every rank
-// runs the loop (the program's collectives keep them in step); rank 0
-// prints and writes metrics, every rank writes its checkpoint shard.
+// checkpoints; at the end --save, --save-onnx and the summary. Under mpirun
+// every rank runs the loop (the program's collectives keep them in step);
+// rank 0 prints and writes metrics, every rank writes its checkpoint shard.
+// The source model of --save-onnx is rewritten once at setup too (and the
+// result dropped), so that a model it cannot rewrite fails before training.
 //
 // Evaluation runs the same step program on an evaluation batch: the program
 // always updates the state, so the state buffer is copied before and copied
@@ -98,6 +100,7 @@ private:
   int64_t doneStep_ = 0;   ///< the step the state is at (0, or the checkpoint's)
   int64_t baseSample_ = 0; ///< the data position after doneStep_
   std::string resumedFrom_;
+  std::string onnxSource_; ///< the model --save-onnx rewrites
   double trainMs_ = 0;
   int64_t stepsRun_ = 0;
   float lastLoss_ = NAN;
@@ -117,6 +120,7 @@ private:
   void setupData();
   void setupSchedule();
   void resume();
+  void checkOnnxSource();
   void openOutputs();
   void printHeader() const;
 
@@ -172,11 +176,13 @@ void Trainer::setup() {
     resume();
   else if (!o_.initWeights.empty())
     mpi_.step([&] { memory_.transient(initParams(ctx_, o_.initWeights)); });
+  if (!o_.saveOnnx.empty())
+    mpi_.step([&] { checkOnnxSource(); });
   openOutputs();
 }
 
 void Trainer::setupProgram() {
-  loadWeights(ctx_, o_.weights, o_.verbose && root_);
+  uint64_t loading = loadWeights(ctx_, o_.weights, o_.verbose && root_);
   int threads = static_cast<int>(o_.threads);
   if (threads == 0 && mpi_.active && !getenv("OMP_NUM_THREADS"))
     threads = mpi_.threadsPerRank();
@@ -184,6 +190,7 @@ void Trainer::setupProgram() {
     backend_.setThreads(threads);
   ctx_.prepare();
   memory_.hold(ctx_.residentBytes());
+  memory_.transient(loading);
 }
 
 void Trainer::setupData() {
@@ -233,6 +240,17 @@ void Trainer::resume() {
     baseSample_ = c.nextSample;
     resumedFrom_ = chosen;
   });
+}
+
+void Trainer::checkOnnxSource() {
+  if (!root_)
+    return;
+  onnxSource_ = o_.onnx.empty() ? ctx_.modelPath() : o_.onnx;
+  if (onnxSource_.empty())
+    fail("--save-onnx: the program records no source model (manifest model_path; compiled "
+         "from MLIR or by an older hpc-opt): pass --onnx MODEL.onnx");
+  std::vector<uint8_t> model = onnxWithParams(ctx_, onnxSource_);
+  memory_.transient(2 * model.size());
 }
 
 void Trainer::openOutputs() {
@@ -378,6 +396,14 @@ void Trainer::finish(double wallS) {
       if (root_)
         saveParams(ctx_, o_.save, plan_, o_.steps);
     });
+  if (!o_.saveOnnx.empty())
+    mpi_.step([&] {
+      if (!root_)
+        return;
+      std::vector<uint8_t> model = onnxWithParams(ctx_, onnxSource_);
+      memory_.transient(2 * model.size());
+      writeAtomically(o_.saveOnnx, {{model.data(), model.size()}});
+    });
   uint64_t peak = mpi_.maxOver(memory_.peak);
   uint64_t dataBytes = data_->heldBytes() + (eval_ ? eval_->heldBytes() : 0);
   uint64_t planned = ctx_.stateBytes() + ctx_.arenaBytes() + ctx_.weightsBytes() + inputBytes(ctx_);
@@ -422,6 +448,9 @@ void Trainer::finish(double wallS) {
            static_cast<unsigned long long>(inputBytes(ctx_)));
     if (!o_.save.empty())
       printf("saved: %s\n", o_.save.c_str());
+    if (!o_.saveOnnx.empty())
+      printf("saved: %s (%s with the trained parameters)\n", o_.saveOnnx.c_str(),
+             onnxSource_.c_str());
     fflush(stdout);
   });
 }

@@ -3,7 +3,8 @@
 // One pass over the flags, then the checks between them: --steps is
 // required; --ckpt-every, --ckpt-keep and --resume need --ckpt-dir; --resume
 // and --resume-from exclude each other; --dump-outputs and --dump-steps come
-// together; evaluation needs both its data and --eval-every.
+// together; --onnx needs --save-onnx; evaluation needs both its data and
+// --eval-every.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +40,8 @@ void checkCombinations(const TrainOptions &o, bool haveSteps, bool haveKeep) {
   }
   if (o.resume && !o.resumeFrom.empty())
     fail("--resume and --resume-from exclude each other");
+  if (!o.onnx.empty() && o.saveOnnx.empty())
+    fail("--onnx MODEL.onnx (the model --save-onnx rewrites) needs --save-onnx FILE.onnx");
   if (o.dumpDir.empty() != o.dumpSteps.empty())
     fail("--dump-outputs DIR and --dump-steps S,... come together");
   if (!o.eval.empty() && !o.eval.files.empty() && !o.eval.tokens.empty())
@@ -85,6 +88,10 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
       setOnce(o.resumeFrom, f, a.value());
     } else if (f == "--save") {
       setOnce(o.save, f, a.value());
+    } else if (f == "--save-onnx") {
+      setOnce(o.saveOnnx, f, a.value());
+    } else if (f == "--onnx") {
+      setOnce(o.onnx, f, a.value());
     } else if (f == "--log-every") {
       o.logEvery = parsePositive(f, a.value());
     } else if (f == "--threads") {

@@ -29,6 +29,8 @@ struct TrainOptions {
   bool resume = false;       ///< --resume
   std::string resumeFrom;    ///< --resume-from DIR/step-N
   std::string save;          ///< --save FILE.safetensors
+  std::string saveOnnx;      ///< --save-onnx FILE.onnx
+  std::string onnx;          ///< --onnx MODEL.onnx (the source of --save-onnx)
   int64_t logEvery = 10;     ///< --log-every K
   int64_t threads = 0;       ///< --threads T
   bool haveLr = false;       ///< --lr F given

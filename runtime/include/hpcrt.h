@@ -166,7 +166,8 @@
  *          (saved under its initializer name by `train --save`),
  *          "buffer" model state that is not trained (batch-norm running
  *          statistics in train mode; saved like a param), "optimizer" is
- *          optimizer state. init "weights": copy the
+ *          optimizer state, "rng" the seed of train-mode dropout (a 0-d
+ *          i64 "hpc.rng_seed", checkpointed with the rest). init "weights": copy the
  *          tensor's bytes from the weights data section at weights_offset;
  *          "zeros": fill with zeros.
  *     "train": {"loss": "cross-entropy" | "mse" | "output",
@@ -202,6 +203,11 @@
  *                   Both write param (and their buffers) in place: those
  *                   operands are state tensors, and no later kernel of the
  *                   step reads them.
+ *   dropout_mask    [1, mask, 2, seed, step]  fattrs {ratio}, iattrs
+ *                   {stream}: element i is 0 when u < ratio, else
+ *                   1/(1-ratio); u = the top 24 bits of splitmix64(key ^ i)
+ *                   / 2^24, key = mix(mix(mix(seed) ^ step) ^ stream),
+ *                   mix = splitmix64's finalizer (KernelsTrain.cpp).
  *   assign          [0, 2, target, value]: target (state) takes value's
  *                   bytes in place; no later kernel of the step reads it.
  *   conv_weight_grad [1, dw, 2, x, dy]  iattrs {dilations, group,
@@ -244,7 +250,8 @@
  *     {next_sample, step}, rng: {seed_counter: 0}, world_size,
  *     state_bytes, shards: [{file, bytes, hash}]}; hash = hpcrt_hash64 of
  *     the shard file, plan_hash = hpcrt_hash64 of hpc_manifest's text
- *     (16 hex digits each). Written to DIR/.tmp-step-N-XXXXXX, fsync-ed,
+ *     (without "model_path", re-serialized, when it has one: where the
+ *     model was compiled from is not the plan) (16 hex digits each). Written to DIR/.tmp-step-N-XXXXXX, fsync-ed,
  *     renamed to DIR/step-N, then DIR/latest ("step-N") replaced
  *     atomically; the newest --ckpt-keep (3) step directories up to N stay.
  *     --resume takes the newest that verifies (skipping corrupt ones with a

@@ -7,7 +7,8 @@ of the fake's arithmetic: the metrics file, the data order and its wrap-
 around, the token windows and labels, the lr schedules, every data error,
 the checkpoint layout and its files, bitwise-equal resumes after a kill and
 after a stop, corrupted and foreign checkpoints (refused, the directory left
-as it was), --save, --init-weights, evaluation, --dump-outputs, the manifest
+as it was), --save, --save-onnx (a hand-made ONNX model rewritten: field by
+field, external data inlined), --init-weights, evaluation, --dump-outputs, the manifest
 checks of the state and train sections, and (with mpirun) a data-parallel
 program on two ranks. Every user error must be one line
 `model: error: ...` and exit status 1.
@@ -561,6 +562,166 @@ def test_init_weights(env, model, tmp, x, y):
                  "'fc.weight.momentum_buffer' is not a param", "init: optimizer state is not a param")
 
 
+# ---------------------------------------------------------------------------
+# --save-onnx: a hand-made ModelProto (protobuf wire format, as onnx.proto
+# numbers its fields), and a decoder to check what the runtime wrote
+# ---------------------------------------------------------------------------
+
+def pb_varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pb_int(field, v):
+    return pb_varint(field << 3) + pb_varint(v)
+
+
+def pb_bytes(field, payload):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_fields(raw):
+    """[(field, wire, value or payload bytes, the field's own bytes)]."""
+    out, i = [], 0
+    while i < len(raw):
+        start = i
+
+        def varint():
+            nonlocal i
+            v, shift = 0, 0
+            while True:
+                b = raw[i]
+                i += 1
+                v |= (b & 0x7f) << shift
+                shift += 7
+                if not b & 0x80:
+                    return v
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            val = varint()
+        elif wire == 2:
+            n = varint()
+            val = raw[i:i + n]
+            i += n
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.append((field, wire, val, raw[start:i]))
+    return out
+
+
+def onnx_tensor(name, dims, *, floats=None, external=None, packed_dims=False, doc=None):
+    t = b""
+    t += pb_bytes(1, b"".join(pb_varint(d) for d in dims)) if packed_dims else b"".join(
+        pb_int(1, d) for d in dims)
+    t += pb_int(2, 1)  # FLOAT
+    if floats is not None:
+        t += pb_bytes(4, np.asarray(floats, "<f4").tobytes())  # float_data, packed
+    t += pb_bytes(8, name)
+    if doc:
+        t += pb_bytes(12, doc)
+    if external:
+        for k, v in external.items():
+            t += pb_bytes(13, pb_bytes(1, k) + pb_bytes(2, v))
+        t += pb_int(14, 1)  # data_location EXTERNAL
+    return t
+
+
+def onnx_model(initializers):
+    node = pb_bytes(1, "x") + pb_bytes(1, "fc.weight") + pb_bytes(2, "y") + pb_bytes(3, "mm") + \
+        pb_bytes(4, "MatMul")
+    graph = pb_bytes(1, node) + pb_bytes(2, "g")
+    for t in initializers:
+        graph += pb_bytes(5, t)
+    graph += pb_bytes(11, pb_bytes(1, "x")) + pb_bytes(12, pb_bytes(1, "y"))
+    return (pb_int(1, 8) + pb_bytes(2, "train_test") + pb_bytes(7, graph) +
+            pb_bytes(8, pb_bytes(1, "") + pb_int(2, 17)))
+
+
+def test_save_onnx(env, model, tmp, x, y):
+    data = ["--data", f"x={tmp}/x.npy", "--data", f"y={tmp}/y.npy"]
+    d = f"{tmp}/onnx"
+    os.makedirs(d, exist_ok=True)
+    # fc.bias and scale (not trained) live in ext.bin: 8 bytes of padding,
+    # the bias, then scale's two floats.
+    ext = b"\xee" * 8 + np.float32(B0).tobytes() + np.array([3.0, 4.0], "<f4").tobytes()
+    open(f"{d}/ext.bin", "wb").write(ext)
+    inits = [onnx_tensor("fc.weight", [4], floats=W0, doc="kept"),
+             onnx_tensor("fc.bias", [1], packed_dims=True,
+                         external={"location": "ext.bin", "offset": "8", "length": "4"}),
+             onnx_tensor("scale", [2], external={"location": "ext.bin", "offset": "12", "length": "8"})]
+    src = onnx_model(inits)
+    open(f"{d}/model.onnx", "wb").write(src)
+    out, save = f"{d}/trained.onnx", f"{d}/trained.safetensors"
+    rc, o, err = run(model, "train", *data, "--steps", "5", "--save", save, "--save-onnx", out,
+                     "--onnx", f"{d}/model.onnx")
+    check(rc == 0 and f"saved: {out} ({d}/model.onnx with the trained parameters)" in o,
+          f"--save-onnx run: {err} {o}")
+    saved = read_safetensors(save)[0] if rc == 0 else {}
+    w = saved.get("fc.weight", ("", np.zeros(4)))[1]
+    b = saved.get("fc.bias", ("", np.zeros(1)))[1]
+    check(np.allclose(w, replica(x, y, 5)[-1][2], rtol=1e-5, atol=1e-7), "--save-onnx: trained w")
+    got = open(out, "rb").read() if os.path.exists(out) else b""
+    src_fields, got_fields = pb_fields(src), pb_fields(got)
+    check([f for f in src_fields if f[0] != 7] == [f for f in got_fields if f[0] != 7]
+          and [f[0] for f in got_fields] == [f[0] for f in src_fields],
+          "--save-onnx: the model's other fields unchanged, in order")
+    graph = [f for f in got_fields if f[0] == 7][0][2] if got_fields else b""
+    src_graph = [f for f in src_fields if f[0] == 7][0][2]
+    check([f for f in pb_fields(graph) if f[0] != 5] == [f for f in pb_fields(src_graph) if f[0] != 5],
+          "--save-onnx: the graph's other fields unchanged")
+    tensors = [pb_fields(f[2]) for f in pb_fields(graph) if f[0] == 5]
+
+    def fields(t, n):
+        return [f[2] for f in t if f[0] == n]
+    check(len(tensors) == 3 and [fields(t, 8) for t in tensors] == [[b"fc.weight"], [b"fc.bias"], [b"scale"]],
+          f"--save-onnx: three initializers in order: {tensors}")
+    if len(tensors) == 3:
+        tw, tb, ts = tensors
+        check(fields(tw, 1) == [4] and fields(tw, 2) == [1] and fields(tw, 12) == [b"kept"]
+              and not fields(tw, 4) and fields(tw, 9) == [w.astype("<f4").tobytes()],
+              f"--save-onnx: fc.weight keeps dims, type, doc; float_data -> trained raw_data: {tw}")
+        check(fields(tb, 1) == [pb_varint(1)] and not fields(tb, 13) and not fields(tb, 14)
+              and fields(tb, 9) == [b.astype("<f4").tobytes()],
+              f"--save-onnx: external fc.bias -> trained raw_data: {tb}")
+        check(not fields(ts, 13) and not fields(ts, 14) and fields(ts, 9) == [ext[12:20]],
+              f"--save-onnx: untrained external scale inlined: {ts}")
+
+    # Errors: one line, before training, nothing written.
+    os.remove(out)
+    no = f"{d}/no.onnx"
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no],
+                 "records no source model (manifest model_path", "--save-onnx without model_path")
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no, "--onnx", f"{d}/none.onnx"],
+                 "none.onnx: cannot open", "--save-onnx: missing source")
+    open(f"{d}/nobias.onnx", "wb").write(onnx_model([inits[0]]))
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no, "--onnx", f"{d}/nobias.onnx"],
+                 "nobias.onnx: no initializer 'fc.bias' (a trained parameter, f32 [1])",
+                 "--save-onnx: a param without an initializer")
+    open(f"{d}/shape.onnx", "wb").write(onnx_model([onnx_tensor("fc.weight", [5], floats=np.zeros(5)),
+                                                    inits[1]]))
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no, "--onnx", f"{d}/shape.onnx"],
+                 "initializer 'fc.weight' is f32 [5], the trained parameter is f32 [4]",
+                 "--save-onnx: another shape")
+    open(f"{d}/noext.onnx", "wb").write(onnx_model(
+        [inits[0], inits[1], onnx_tensor("scale", [2], external={"location": "gone.bin"})]))
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no, "--onnx", f"{d}/noext.onnx"],
+                 "gone.bin: cannot open the external data of initializer 'scale'",
+                 "--save-onnx: missing external data")
+    open(f"{d}/garbage.onnx", "wb").write(b"\x0a\xff\xff")
+    expect_error(model, ["train", *data, "--steps", "1", "--save-onnx", no, "--onnx", f"{d}/garbage.onnx"],
+                 "garbage.onnx: malformed ONNX model", "--save-onnx: not a model")
+    expect_error(model, ["train", *data, "--steps", "1", "--onnx", f"{d}/model.onnx"],
+                 "needs --save-onnx FILE.onnx", "--onnx without --save-onnx")
+    check(not os.path.exists(no) and not os.path.exists(out), "--save-onnx errors write nothing")
+
+
 def test_eval(env, model, tmp, x, y):
     rng = np.random.default_rng(7)
     xe = rng.standard_normal((12, 4)).astype(np.float32)
@@ -722,6 +883,7 @@ def main():
         test_tokens(env, tmp)
         test_checkpoints(env, model, tmp, x, y, ref)
         test_init_weights(env, model, tmp, x, y)
+        test_save_onnx(env, model, tmp, x, y)
         test_eval(env, model, tmp, x, y)
         test_manifest_checks(env)
         test_mpi(env, tmp, x, y)

@@ -168,10 +168,14 @@ static llvm::cl::opt<bool> keepGradientsFlag(
 static llvm::cl::opt<bool> printTrainableFlag(
     "print-trainable", llvm::cl::desc("List the trainable weights (with --train)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> seedFlag(
+    "seed", llvm::cl::desc("With --train-mode: the seed of the dropout masks (default 0)"),
+    llvm::cl::init(0), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool> trainModeFlag(
     "train-mode",
-    llvm::cl::desc("With --train: batch norm on batch statistics, its running statistics "
-                   "updated as state (PyTorch's train mode; dropout stays the identity)"),
+    llvm::cl::desc("With --train: batch norm on batch statistics (running statistics "
+                   "updated as state) and dropout with a seeded random mask (PyTorch's "
+                   "train mode)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
 /// The training fields of the compile options, from the command line.
@@ -193,6 +197,7 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.keepGradients = keepGradientsFlag;
   options.printTrainable = printTrainableFlag;
   options.trainMode = trainModeFlag;
+  options.seed = seedFlag;
 }
 
 /// With --train, the search plans what the compile builds: the same
