@@ -56,20 +56,20 @@ struct HPCTrainMode : hpc::impl::HPCTrainModeBase<HPCTrainMode> {
         return signalPassFailure();
     SmallVector<DropoutOp> drops(body.getOps<DropoutOp>());
     int64_t stream = 0;
-    Value seed, step;
+    Value seedState, stepInputValue;
     for (DropoutOp d : drops) {
       if (d.getRatio().convertToDouble() == 0) {
         d.getResult().replaceAllUsesWith(d.getInput());
         d.erase();
         continue;
       }
-      if (!seed) {
-        seed = rngSeed(body);
-        step = stepInput(func);
+      if (!seedState) {
+        seedState = rngSeed(body);
+        stepInputValue = stepInput(func);
       }
       OpBuilder b(d);
       GraphBuilder g(b, d.getLoc());
-      Value mask = DropoutMaskOp::create(b, d.getLoc(), d.getType(), seed, step,
+      Value mask = DropoutMaskOp::create(b, d.getLoc(), d.getType(), seedState, stepInputValue,
                                          d.getRatioAttr(), b.getI64IntegerAttr(stream++));
       Value y = g.mul(d.getInput(), mask);
       if (!g.ok())
