@@ -8,23 +8,13 @@ Every step of A in the range must be in B with a loss within rtol relative
 step; exit 1 on any difference beyond the tolerance or a missing step.
 """
 import argparse
-import json
 import sys
+
+from metrics_jsonl import step_records
 
 
 def losses(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            rec = json.loads(line)
-            # A resumed run appends: a step run again after the last
-            # checkpoint appears twice, and the later line counts.
-            if "step" in rec and "loss" in rec and not rec.get("summary"):
-                out[rec["step"]] = rec["loss"]
-    return out
+    return {step: rec["loss"] for step, rec in step_records(path, "compare_metrics.py").items()}
 
 
 def main():

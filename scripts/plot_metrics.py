@@ -8,23 +8,13 @@ one) and tokens (or samples) per second. Needs matplotlib (build/test-venv
 has it: build/test-venv/bin/python scripts/plot_metrics.py ...).
 """
 import argparse
-import json
 import sys
+
+from metrics_jsonl import step_records
 
 
 def read(path):
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_metrics.py: error: {path}:{n}: not JSON: {e}")
-            if "step" in rec and "loss" in rec and not rec.get("summary"):
-                rows.append(rec)
+    rows = [rec for _, rec in sorted(step_records(path, "plot_metrics.py").items())]
     if not rows:
         sys.exit(f"plot_metrics.py: error: {path}: no step records")
     return rows

@@ -116,6 +116,9 @@ struct Call {
 
 struct Result {
   std::vector<Val> outs;
+  /// The operands after the call (in-place kernels such as the optimizer
+  /// updates write them); empty Vals for absent operands.
+  std::vector<Val> ins;
   std::string error; ///< the context's error, empty on success
 };
 
@@ -168,13 +171,17 @@ inline Result run(const Call &c) {
   c.fn(&ctx, 0, ids.data(), c.ia.data(), c.fa.data(), sp.data());
   Result r;
   r.error = ctx.error();
-  for (size_t j = 0; j < c.outs.size(); ++j) {
-    const Tensor &t = ctx.tensor(ids[1 + j]);
+  auto read = [&](int32_t id) {
+    const Tensor &t = ctx.tensor(id);
     Val v{t.dtype, t.shape, {}};
     for (int64_t i = 0; i < t.numel; ++i)
       v.v.push_back(readElem(t, i));
-    r.outs.push_back(std::move(v));
-  }
+    return v;
+  };
+  for (size_t j = 0; j < c.outs.size(); ++j)
+    r.outs.push_back(read(ids[1 + j]));
+  for (size_t j = 0; j < c.ins.size(); ++j)
+    r.ins.push_back(c.ins[j] ? read(ids[2 + c.outs.size() + j]) : Val{});
   return r;
 }
 

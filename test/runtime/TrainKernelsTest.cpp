@@ -75,53 +75,10 @@ struct After {
   std::string error;
 };
 
-/// Like RuntimeTestUtils' run(), but reads every operand back as well.
+/// RuntimeTestUtils' run(), with the operands read back after the call.
 After runInPlace(const Call &c) {
-  nlohmann::json tensors = nlohmann::json::array();
-  int64_t off = 0;
-  auto add = [&](int dtype, const std::vector<int64_t> &shape) {
-    int64_t bytes = numElements(shape) * static_cast<int64_t>(dtypeSize(dtype));
-    tensors.push_back({{"dtype", dtype}, {"shape", shape}, {"region", "arena"}, {"offset", off}});
-    off += (bytes + 63) / 64 * 64;
-    return static_cast<int32_t>(tensors.size() - 1);
-  };
-  std::vector<int32_t> ids{static_cast<int32_t>(c.outs.size())};
-  for (const auto &o : c.outs)
-    ids.push_back(add(o.first, o.second));
-  ids.push_back(static_cast<int32_t>(c.ins.size()));
-  for (const auto &in : c.ins)
-    ids.push_back(in ? add(in->dtype, in->shape) : -1);
-  nlohmann::json m = {{"version", 1},   {"model", "test"},  {"arena_bytes", off},
-                      {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()},
-                      {"tensors", tensors}};
-  Context ctx(m.dump());
-  ctx.prepare();
-  size_t first = 1 + c.outs.size() + 1;
-  for (size_t k = 0; k < c.ins.size(); ++k)
-    if (c.ins[k]) {
-      Tensor &t = ctx.tensor(ids[first + k]);
-      EXPECT_EQ(static_cast<int64_t>(c.ins[k]->v.size()), t.numel) << "operand value count";
-      for (int64_t i = 0; i < t.numel && i < static_cast<int64_t>(c.ins[k]->v.size()); ++i)
-        writeElem(t, i, c.ins[k]->v[i]);
-    }
-  std::vector<const char *> sp;
-  for (const std::string &s : c.sa)
-    sp.push_back(s.c_str());
-  c.fn(&ctx, 0, ids.data(), c.ia.data(), c.fa.data(), sp.data());
-  After r;
-  r.error = ctx.error();
-  auto read = [&](int32_t id) {
-    const Tensor &t = ctx.tensor(id);
-    Val v{t.dtype, t.shape, {}};
-    for (int64_t i = 0; i < t.numel; ++i)
-      v.v.push_back(readElem(t, i));
-    return v;
-  };
-  for (size_t j = 0; j < c.outs.size(); ++j)
-    r.results.push_back(read(ids[1 + j]));
-  for (size_t k = 0; k < c.ins.size(); ++k)
-    r.operands.push_back(c.ins[k] ? read(ids[first + k]) : Val{});
-  return r;
+  Result r = run(c);
+  return After{r.ins, r.outs, r.error};
 }
 
 /// Distinct values (a shuffled grid in [-1, 1) with spacing 2 / n): no two
