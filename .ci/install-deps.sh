@@ -14,7 +14,7 @@ PACKAGES=(
   libonnx-dev libonnx-testdata python3-onnx
   protobuf-compiler libprotobuf-dev
   libgtest-dev
-  libopenblas-dev nlohmann-json3-dev
+  libopenblas-dev libdnnl-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   python3-numpy python3-venv
 )

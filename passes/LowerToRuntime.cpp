@@ -194,6 +194,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
   // Where the source model was (`train --save-onnx` rewrites it).
   if (!modelPath.empty())
     m["model_path"] = modelPath;
+  // What the products compute in (hpc-autocast); absent: fp32.
+  if (auto precision = module->getAttrOfType<StringAttr>("hpc.precision"))
+    m["precision"] = precision.getValue();
   m["arena_bytes"] = plan.arenaBytes;
   m["weights"] = Object{{"file", weightsName},
                         {"bytes", int64_t(plan.weightsData.size())},

@@ -56,6 +56,51 @@ def HPCFuseComposites : Pass<"hpc-fuse-composites", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::HPCDialect"];
 }
 
+def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "Fuse bias adds and activations into hpc.gemm and hpc.conv";
+  let description = [{
+    The contraction kernels apply a bias and an elementwise activation to
+    their result before writing it (oneDNN post-ops); this pass decides
+    where they do. On every function, in this order:
+
+    - `hpc.add(hpc.matmul(A, W), b)` (either operand order), W 2-D, A at
+      least 2-D, b of shape [N] or [1, ..., 1, N] for W's N columns, the add's
+      result type the matmul's, float and static types -> `hpc.gemm` of A
+      reshaped to [prod(leading dims), K], W and b reshaped to [N], reshaped
+      back to the matmul's shape (reshapes are views; none when A is 2-D).
+    - `act(hpc.gemm)` or `act(hpc.conv)`, also `act(hpc.reshape(hpc.gemm))`
+      and `act(hpc.reshape(hpc.conv))`, where act is `hpc.relu`,
+      `hpc.gelu` (-> "gelu", or "gelu_tanh" for approximate "tanh"),
+      `hpc.sigmoid`, `hpc.tanh` or `hpc.silu` and the product's `activation`
+      is "none" -> the product with `activation` set; act's users read the
+      product (or the reshape).
+
+    Before:
+    ```mlir
+    %y = hpc.matmul %x, %w : (tensor<2x8x64xf32>, tensor<64x32xf32>) -> tensor<2x8x32xf32>
+    %z = hpc.add %y, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    %r = hpc.relu %z : tensor<2x8x32xf32>
+    ```
+    After:
+    ```mlir
+    %0 = hpc.reshape %x {shape = array<i64: 16, 64>} : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %1 = hpc.gemm %0, %w, %b {activation = "relu"}
+        : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
+    %r = hpc.reshape %1 {shape = array<i64: 2, 8, 32>} : (tensor<16x32xf32>) -> tensor<2x8x32xf32>
+    ```
+    Every fused intermediate (the matmul's result, the sum, the
+    pre-activation) must have the fusing op as its only use: a value that
+    another op reads, as the backward pass of a train step reads
+    pre-activations, keeps the ops as they are. The fused op's location is
+    the fused location of the ops it replaces.
+  }];
+  let dependentDialects = ["hpc::HPCDialect"];
+  let statistics = [
+    Statistic<"numBiases", "biases", "Bias adds of a matmul fused into a gemm">,
+    Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">
+  ];
+}
+
 def HPCPrintShardingRules : Pass<"hpc-print-sharding-rules", "mlir::ModuleOp"> {
   let summary = "Print every hpc op's sharding rule (for tests and debugging)";
   let description = [{
@@ -215,6 +260,66 @@ def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
            "constant | cosine:WARMUP,TOTAL | linear:WARMUP,TOTAL">,
     Option<"keepGradients", "keep-gradients", "bool", /*default=*/"false",
            "Also return the gradients (grad.<name>), for numerical tests">
+  ];
+}
+
+def HPCAutocast : Pass<"hpc-autocast", "mlir::ModuleOp"> {
+  let summary = "Compute the products in bf16 and everything else in f32 (autocast)";
+  let description = [{
+    PyTorch's CPU autocast to bf16, decided at compile time. With
+    `precision=bf16`, every `hpc.matmul`, `hpc.gemm`, `hpc.conv`,
+    `hpc.conv_transpose` and `hpc.conv_weight_grad` whose float operands
+    are all f32 reads them as bf16 (the kernels accumulate in f32 and write
+    bf16) and its result is cast back to f32 right after, so every other op
+    (norms, softmax, reductions, elementwise ops, losses, optimizer updates)
+    stays f32. Each value is cast once, however many products read it:
+
+    - an `hpc.weight` or `hpc.constant` becomes one of bf16 data (rounded to
+      nearest even at compile time; a weight keeps its name, and a weight
+      that f32 ops also read is stored in both types);
+    - an `hpc.variable` (a train step's f32 master weight) keeps its type and
+      is cast on every step;
+    - a product's f32 result cast back is read as its bf16 value (exact);
+    - reshape, transpose, squeeze, unsqueeze, slice, expand and
+      `dist.all_slice` of a value that is cast anyway (a weight, a variable,
+      an operand cast already) move their data in bf16;
+    - anything else gets an `hpc.cast` before its first product.
+
+    hpc-compile runs it after the train step is built (the backward products
+    are cast too; nothing is differentiated afterwards) and after
+    partitioning (collectives stay f32). The module gets
+    `hpc.precision = "bf16"` (the manifest's "precision"). `precision=fp32`
+    changes nothing.
+
+    Before:
+    ```mlir
+    %w = hpc.weight "fc.weight" : tensor<64x32xf32> = dense<...>
+    %y = hpc.matmul %x, %w : (tensor<8x64xf32>, tensor<64x32xf32>) -> tensor<8x32xf32>
+    %z = hpc.softmax %y {axis = 1 : i64} : tensor<8x32xf32>
+    ```
+    After (`precision=bf16`):
+    ```mlir
+    %w = hpc.weight "fc.weight" : tensor<64x32xbf16> = dense<...>
+    %0 = hpc.cast %x {to = bf16} : tensor<8x64xf32> to tensor<8x64xbf16>
+    %1 = hpc.matmul %0, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+    %y = hpc.cast %1 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+    %z = hpc.softmax %y {axis = 1 : i64} : tensor<8x32xf32>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "hpc::Precision",
+           /*default=*/"hpc::Precision::FP32",
+           "fp32 (no change) or bf16 (products in bf16, the rest in f32)",
+           [{::llvm::cl::values(
+             clEnumValN(hpc::Precision::FP32, "fp32", "Leave the module as it is"),
+             clEnumValN(hpc::Precision::BF16, "bf16",
+                        "Products in bf16, everything else in f32"))}]>
+  ];
+  let dependentDialects = ["hpc::HPCDialect"];
+  let statistics = [
+    Statistic<"numProducts", "products", "Products computed in bf16">,
+    Statistic<"numStored", "stored", "Weights and constants stored in bf16">,
+    Statistic<"numCasts", "casts", "Casts to bf16 left for run time">
   ];
 }
 

@@ -19,10 +19,24 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   }
   if (!options.mesh.empty())
     buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
+  // After the train step, whose backward products are cast too, and after
+  // partitioning: the partitioner then unfuses QKV projections as in fp32 and
+  // reduces partial sums (gradients among them) in f32, as PyTorch does.
+  // Before dist-weight-pieces, which stores the pieces of the bf16 weights.
+  if (options.precision != Precision::FP32) {
+    HPCAutocastOptions autocast;
+    autocast.precision = options.precision;
+    pm.addPass(createHPCAutocast(autocast));
+  }
   // Weight pieces a per-rank program reads (and slices of weights in any
   // program) become stored data.
   if (options.weightPieces)
     pm.addPass(createDistWeightPieces());
+  // Last, on the per-rank program: the backward pass is built from unfused
+  // ops, and an activated gemm/conv cannot split its reduction (row
+  // parallelism), so fusion waits until the partitioner has decided.
+  if (options.fuse)
+    pm.addPass(createHPCFuseEpilogues());
   HPCLowerToRuntimeOptions lower;
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;

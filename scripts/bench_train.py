@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Train-step time of hpc-opt programs against PyTorch eager, and ResNet-18 inference.
+"""Train-step time of hpc-opt programs against PyTorch eager, and inference latency.
 
 Run with the reference venv (scripts/setup-ref-venv.sh: torch, torchvision, onnx,
 onnxruntime, numpy):
 
     build/ref-venv/bin/python scripts/bench_train.py [--models gpt2,gpt-6x512,resnet18]
         [--threads 1,2] [--steps 20] [--warmup 3] [--rounds R] [--torch-adamw default,fused]
-        [--infer | --no-infer] [--no-train] [--infer-iters 20] [--infer-rounds 5]
+        [--infer | --no-infer] [--no-train] [--infer-models resnet18,gpt2-small]
+        [--infer-iters 20] [--infer-rounds 5] [--torch-bf16-iters 2] [--precision fp32]
         [--quiet-load L] [--workdir build/bench]
 
 Training (per model): the ONNX model is made under --workdir (the bundled
@@ -35,12 +36,26 @@ R rounds per model and thread count; the table shows the medians over the rounds
 the per-round medians, and of the per-round ratios). As a check that both compute the
 same thing the losses of every step are compared (step 1: same weights, same batch).
 
-Inference (--infer): ResNet-18 (1000 classes, torch.onnx.export opset 17, eval mode,
-the exporter's default constant folding) at 1x3x224x224, hpc-opt compiled without
---train, `MODEL.bin run --input image=X.npy --output-dir D --iters N --threads T` (its
-"time: X ms/run" line, mean of the N runs, the first included) against N timed
-session.run of onnxruntime (CPU EP, intra-op T, inter-op 1, default graph
-optimizations, 10 warm-up runs), as scripts/bench_ort.sh does; R rounds, medians.
+Inference (--infer; --infer-models, default resnet18,gpt2-small):
+
+  resnet18    ResNet-18 (1000 classes, torch.onnx.export opset 17, eval mode, the
+              exporter's default constant folding) at 1x3x224x224, input "image";
+  gpt2-small  GPT-2 small (12 layers, embd 768, 12 heads, vocab 50257, max-pos 1024;
+              scripts/gen_gpt.py, random weights of seed 0, ~500 MB, written to
+              --workdir/gpt2-small-infer once and reused) on input_ids int64 [1, 128]
+              (fixed seed), compiled with --input-shape input_ids=1,128.
+
+Each is compiled by hpc-opt without --train (with --precision=P appended when
+--precision is not fp32), and `MODEL.bin run --input NAME=X.npy --output-dir D --iters N
+--threads T` (its "time: X ms/run" line, mean of the N runs, the first included, and
+its min) is measured against N timed session.run of onnxruntime (CPU EP, intra-op T,
+inter-op 1, default graph optimizations, 10 warm-up runs), as scripts/bench_ort.sh
+does. For gpt2-small a round also times N forward passes of the PyTorch replica of the
+same weights (torch_gpt, eval mode, torch.no_grad, fp32; 10 warm-up passes in the
+first round, 1 after) and, in the first round only, --torch-bf16-iters passes (at most
+N, after one warm-up) under torch.autocast("cpu", dtype=torch.bfloat16): bf16 matmuls
+are very slow on CPUs without AVX-512 BF16. R rounds, medians; the diff column is the
+largest |hpc - ort| of the logits.
 
 Every round's numbers go to stderr with the load average it started at; the tables
 (markdown) go to stdout.
@@ -417,41 +432,105 @@ def print_train_table(rows, variants):
 
 
 # ---------------------------------------------------------------------------
-# ResNet-18 inference against onnxruntime
+# Inference (ResNet-18, GPT-2 small) against onnxruntime and PyTorch
 # ---------------------------------------------------------------------------
 
-def infer_benchmark(args):
-    import onnxruntime as ort
-    d = os.path.join(args.workdir, "resnet18-infer")
+INFER_MODELS = ("resnet18", "gpt2-small")
+GPT2_SMALL = dict(layers=12, embd=768, heads=12, vocab=50257, max_pos=1024)
+GPT2_SMALL_SEQ = 128
+INFER_WARMUP = 10  # untimed onnxruntime (and torch fp32) runs before the timed ones
+
+
+def infer_model(args, name):
+    """The inference benchmark `name`: dict(onnx, flags, input name, input array, shape
+    text, torch model or None), the model made under --workdir when missing."""
+    rng = np.random.default_rng(0)
+    if name == "resnet18":
+        d = os.path.join(args.workdir, "resnet18-infer")
+        os.makedirs(d, exist_ok=True)
+        model = export_resnet18(os.path.join(d, "resnet18-224.onnx"), 1000, 224, keep_bn=False)
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        return dict(dir=d, onnx=model, flags=[], x_name="image", x=x,
+                    shape="1x3x224x224", torch=None)
+    d = os.path.join(args.workdir, "gpt2-small-infer")
     os.makedirs(d, exist_ok=True)
-    model = export_resnet18(os.path.join(d, "resnet18-224.onnx"), 1000, 224, keep_bn=False)
-    exe = os.path.join(d, "resnet18-224.bin")
-    cmd = [args.hpc_opt, model, "-o", exe]
-    log("== resnet18 inference: " + " ".join(cmd))
+    model = os.path.join(d, "gpt2-small.onnx")
+    c = GPT2_SMALL
+    if not os.path.exists(model):  # ~500 MB of random weights (seed 0): made once
+        tmp = model + ".tmp"
+        cmd = [sys.executable, os.path.join(HERE, "gen_gpt.py"), "--layers", str(c["layers"]),
+               "--embd", str(c["embd"]), "--heads", str(c["heads"]), "--vocab", str(c["vocab"]),
+               "--max-pos", str(c["max_pos"]), "-o", tmp]
+        log("   " + " ".join(cmd))
+        out = run_cmd(cmd)
+        if out.returncode != 0:
+            raise RuntimeError(f"gen_gpt.py: {error_line(out)}")
+        os.replace(tmp, model)
+    params = onnx_params(model)
+    tm = torch_gpt(params, gpt_config(params)).eval()
+    del params
+    x = rng.integers(0, c["vocab"], (1, GPT2_SMALL_SEQ)).astype(np.int64)
+    return dict(dir=d, onnx=model, flags=["--input-shape", f"input_ids=1,{GPT2_SMALL_SEQ}"],
+                x_name="input_ids", x=x, shape=f"1x{GPT2_SMALL_SEQ} tokens", torch=tm)
+
+
+def torch_infer(model, x, threads, iters, warmup, bf16):
+    """Mean ms of `iters` forward passes (after `warmup`) in eval/no_grad mode, fp32 or
+    under torch.autocast("cpu", bfloat16); and the last logits (fp32 numpy)."""
+    import contextlib
+    import torch
+    torch.set_num_threads(threads)
+    ids = torch.from_numpy(x)
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    times = []
+    with torch.no_grad(), amp:
+        for i in range(warmup + iters):
+            t0 = time.perf_counter()
+            y = model(ids)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return sum(times[warmup:]) / iters, y.float().numpy()
+
+
+def infer_one(args, name):
+    import onnxruntime as ort
+    log(f"== {name} inference: making the model")
+    try:
+        b = infer_model(args, name)
+    except RuntimeError as e:
+        return [dict(model=name, shape="", error=str(e))]
+    d, model, shape = b["dir"], b["onnx"], b["shape"]
+    exe = os.path.join(d, os.path.splitext(os.path.basename(model))[0] + ".bin")
+    cmd = [args.hpc_opt, model] + b["flags"] + ["-o", exe]
+    if args.precision != "fp32":
+        cmd.append(f"--precision={args.precision}")
+    log(f"== {name} inference: " + " ".join(cmd))
     out = run_cmd(cmd)
     if out.returncode != 0:
-        return [dict(error=f"hpc-opt: {error_line(out)}")]
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    npy = os.path.join(d, "image.npy")
+        return [dict(model=name, shape=shape, error=f"hpc-opt: {error_line(out)}")]
+    x = b["x"]
+    npy = os.path.join(d, f"{b['x_name']}.npy")
     np.save(npy, x)
     outdir = os.path.join(d, "out")
+    tm = b["torch"]
     rows = []
     for t in args.threads:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = t
         opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-        feed = {"image": x}
-        for _ in range(10):
+        out_name = sess.get_outputs()[0].name
+        feed = {b["x_name"]: x}
+        for _ in range(INFER_WARMUP):
             ref = sess.run(None, feed)[0]
-        per = []
+        per, bf16 = [], None
         for r in range(args.infer_rounds):
             load = wait_quiet(args.quiet_load)
-            out = run_cmd([exe, "run", "--input", f"image={npy}", "--output-dir", outdir,
+            out = run_cmd([exe, "run", "--input", f"{b['x_name']}={npy}", "--output-dir", outdir,
                            "--iters", str(args.infer_iters), "--threads", str(t)])
             m = re.search(r"^time: ([0-9.]+) ms/run .*min ([0-9.]+) ms", out.stdout, re.M)
             if out.returncode != 0 or not m:
-                rows.append(dict(threads=t, error=f"run: {error_line(out)}"))
+                rows.append(dict(model=name, shape=shape, threads=t,
+                                 error=f"run: {error_line(out)}"))
                 break
             hpc_mean, hpc_min = float(m.group(1)), float(m.group(2))
             times = []
@@ -460,32 +539,58 @@ def infer_benchmark(args):
                 sess.run(None, feed)
                 times.append((time.perf_counter() - t0) * 1e3)
             ort_mean, ort_min = sum(times) / len(times), min(times)
-            per.append((hpc_mean, hpc_min, ort_mean, ort_min, hpc_mean / ort_mean))
-            log(f"   T={t} round {r + 1}: hpc mean {hpc_mean:.2f} min {hpc_min:.2f} | ort mean "
-                f"{ort_mean:.2f} min {ort_min:.2f} | hpc/ort {hpc_mean / ort_mean:.2f} | load {load:.2f}")
+            p = dict(hpc_mean=hpc_mean, hpc_min=hpc_min, ort_mean=ort_mean, ort_min=ort_min,
+                     ratio=hpc_mean / ort_mean)
+            msg = (f"   T={t} round {r + 1}: hpc mean {hpc_mean:.2f} min {hpc_min:.2f} | ort mean "
+                   f"{ort_mean:.2f} min {ort_min:.2f} | hpc/ort {hpc_mean / ort_mean:.2f}")
+            if tm is not None:
+                # Warm-up: the first round only (the model and its threads stay).
+                p["torch_mean"], ty = torch_infer(tm, x, t, args.infer_iters,
+                                                  INFER_WARMUP if r == 0 else 1, bf16=False)
+                p["ratio_torch"] = hpc_mean / p["torch_mean"]
+                msg += (f" | torch fp32 {p['torch_mean']:.2f} (hpc/torch "
+                        f"{p['ratio_torch']:.2f}, |torch-ort| {np.abs(ty - ref).max():.1e})")
+                if r == 0 and args.torch_bf16_iters > 0:
+                    # bf16 autocast: slow where the CPU lacks AVX-512 BF16; first round only.
+                    bf16, by = torch_infer(tm, x, t, min(args.torch_bf16_iters, args.infer_iters),
+                                         1, bf16=True)
+                    msg += f" | torch bf16 {bf16:.2f} (|bf16-ort| {np.abs(by - ref).max():.1e})"
+            per.append(p)
+            log(msg + f" | load {load:.2f}")
         else:
-            got = np.load(os.path.join(outdir, "logits.npy"))
-            med = [statistics.median(p[i] for p in per) for i in range(5)]
-            ratios = [p[4] for p in per]
-            rows.append(dict(threads=t, hpc_mean=med[0], hpc_min=med[1], ort_mean=med[2],
-                             ort_min=med[3], ratio=med[4], range=(min(ratios), max(ratios)),
-                             diff=float(np.abs(got - ref).max())))
+            got = np.load(os.path.join(outdir, f"{out_name}.npy"))
+            row = {k: statistics.median(p[k] for p in per) for k in per[0]}
+            ratios = [p["ratio"] for p in per]
+            row.update(model=name, shape=shape, threads=t, range=(min(ratios), max(ratios)),
+                       torch_bf16_mean=bf16, diff=float(np.abs(got - ref).max()))
+            rows.append(row)
+    return rows
+
+
+def infer_benchmark(args):
+    rows = []
+    for name in args.infer_models:
+        rows += infer_one(args, name)
     return rows
 
 
 def print_infer_table(rows, args):
     print("| model | T | hpc mean ms | hpc min ms | ort mean ms | ort min ms | hpc/ort (range) "
-          "| max abs diff of logits |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| torch fp32 mean ms | torch bf16 mean ms | hpc/torch fp32 | max abs diff of logits |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
+        label = f"{r['model']} {r['shape']}".strip()
         if "error" in r:
-            print(f"| resnet18 1x3x224x224 | {r.get('threads', '')} | **failed**: "
-                  f"`{r['error']}` | | | | | |")
+            print(f"| {label} | {r.get('threads', '')} | **failed**: "
+                  f"`{r['error']}` | | | | | | | | |")
             continue
-        print(f"| resnet18 1x3x224x224 | {r['threads']} | {r['hpc_mean']:.2f} | "
+        tf = f"{r['torch_mean']:.2f}" if "torch_mean" in r else ""
+        tb = f"{r['torch_bf16_mean']:.2f}" if r.get("torch_bf16_mean") is not None else ""
+        rt = f"**{r['ratio_torch']:.2f}**" if "ratio_torch" in r else ""
+        print(f"| {label} | {r['threads']} | {r['hpc_mean']:.2f} | "
               f"{r['hpc_min']:.2f} | {r['ort_mean']:.2f} | {r['ort_min']:.2f} | "
               f"**{r['ratio']:.2f}** ({r['range'][0]:.2f}-{r['range'][1]:.2f}) | "
-              f"{r['diff']:.1e} |", flush=True)
+              f"{tf} | {tb} | {rt} | {r['diff']:.1e} |", flush=True)
 
 
 def main():
@@ -506,6 +611,15 @@ def main():
     ap.add_argument("--no-train", dest="train", action="store_false", default=True)
     ap.add_argument("--infer-iters", type=int, default=20)
     ap.add_argument("--infer-rounds", type=int, default=5)
+    ap.add_argument("--infer-models", default=",".join(INFER_MODELS),
+                    type=lambda s: [m for m in s.split(",") if m],
+                    help="inference benchmarks (default resnet18,gpt2-small)")
+    ap.add_argument("--torch-bf16-iters", type=int, default=2,
+                    help="timed torch bf16-autocast runs of GPT-2 small, first round only "
+                         "(default 2; 0: skip)")
+    ap.add_argument("--precision", default="fp32",
+                    help="passed to hpc-opt as --precision=P for the inference benchmarks "
+                         "when not fp32 (default fp32)")
     ap.add_argument("--quiet-load", type=float, default=0.0,
                     help="before each round wait (up to 2 min) for the 1-minute load "
                          "average to drop below this (default 0: do not wait)")
@@ -513,6 +627,9 @@ def main():
     for v in args.torch_adamw:
         if v not in ("default", "fused"):
             ap.error(f"--torch-adamw: '{v}' is not default or fused")
+    for m in args.infer_models:
+        if m not in INFER_MODELS:
+            ap.error(f"--infer-models: '{m}' is not one of {','.join(INFER_MODELS)}")
     if not os.access(args.hpc_opt, os.X_OK):
         ap.error(f"no hpc-opt at {args.hpc_opt}")
     os.makedirs(args.workdir, exist_ok=True)
@@ -532,7 +649,11 @@ def main():
     print(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}; torch {torch.__version__}, "
           f"torchvision {torchvision.__version__}, onnxruntime {onnxruntime.__version__}, "
           f"numpy {np.__version__}")
-    print(f"steps: {args.warmup} warm-up + {args.steps} timed; threads {args.threads}")
+    if args.train:
+        print(f"steps: {args.warmup} warm-up + {args.steps} timed; threads {args.threads}")
+    if args.infer:
+        print(f"inference: {','.join(args.infer_models)}; {args.infer_iters} iterations x "
+              f"{args.infer_rounds} rounds; precision {args.precision}")
     if args.train:
         rows = train_benchmarks(args)
         print()

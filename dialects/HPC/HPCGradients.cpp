@@ -276,7 +276,18 @@ LogicalResult gradMatMul(MatMulOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads
   return success();
 }
 
+/// Autodiff runs before hpc-fuse-epilogues; a fused activation would need
+/// the pre-activation value, which the op does not keep.
+LogicalResult refuseActivation(Operation *op, StringRef activation) {
+  if (activation == "none")
+    return success();
+  return op->emitOpError("has no gradient with activation \"")
+         << activation << "\" (differentiate before hpc-fuse-epilogues)";
+}
+
 LogicalResult gradGemm(GemmOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
+  if (failed(refuseActivation(op, op.getActivation())))
+    return failure();
   // Y = alpha op(A) op(B) + beta C.
   bool ta = op.getTransA(), tb = op.getTransB();
   double alpha = f(op.getAlpha());
@@ -301,6 +312,8 @@ Value channelSum(GraphBuilder &g, Value dy) {
 }
 
 LogicalResult gradConv(ConvOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
+  if (failed(refuseActivation(op, op.getActivation())))
+    return failure();
   Value x = op.getInput(), w = op.getWeight();
   ArrayRef<int64_t> xs = shapeOf(x), ys = shapeOf(dy[0]), ws = shapeOf(w);
   ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dil = op.getDilations();

@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace hpc;
@@ -433,6 +434,36 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return push(inferred, {m, n}, a->getElementType());
 }
 
+ArrayRef<StringRef> hpc::epilogueActivations() {
+  static constexpr StringRef names[] = {"none",    "relu", "gelu", "gelu_tanh",
+                                        "sigmoid", "tanh", "silu"};
+  return names;
+}
+
+std::optional<StringRef> hpc::epilogueActivationOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<StringRef>>(op)
+      .Case([](ReluOp) { return StringRef("relu"); })
+      .Case([](GeluOp gelu) {
+        return StringRef(gelu.getApproximate() == "tanh" ? "gelu_tanh" : "gelu");
+      })
+      .Case([](SigmoidOp) { return StringRef("sigmoid"); })
+      .Case([](TanhOp) { return StringRef("tanh"); })
+      .Case([](SiluOp) { return StringRef("silu"); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The check of gemm's and conv's `activation`.
+static LogicalResult verifyActivation(Operation *op, StringRef activation) {
+  if (llvm::is_contained(hpc::epilogueActivations(), activation))
+    return success();
+  InFlightDiagnostic diag = op->emitOpError("activation must be one of ");
+  llvm::interleaveComma(hpc::epilogueActivations(), diag,
+                        [&](StringRef name) { diag << "\"" << name << "\""; });
+  return diag << ", got \"" << activation << "\"";
+}
+
+LogicalResult GemmOp::verify() { return verifyActivation(*this, getActivation()); }
+
 /// Shared checks of conv and conv_transpose operands.
 static LogicalResult checkConvOperands(std::optional<Location> loc,
                                        RankedTensorType input,
@@ -495,6 +526,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   }
   return push(inferred, shape, input->getElementType());
 }
+
+LogicalResult ConvOp::verify() { return verifyActivation(*this, getActivation()); }
 
 LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,

@@ -110,6 +110,17 @@ void setLocalResultShape(mlir::Operation *op, llvm::ArrayRef<int64_t> local);
 /// same: inference dropout): no kernel, no bytes moved.
 bool isViewOp(mlir::Operation *op);
 
+/// The values of hpc.gemm's and hpc.conv's `activation` attribute, the
+/// elementwise function their kernels apply to the result (the runtime reads
+/// these strings): "none" first, then "relu", "gelu" (erf), "gelu_tanh",
+/// "sigmoid", "tanh", "silu".
+llvm::ArrayRef<llvm::StringRef> epilogueActivations();
+
+/// The `activation` value that computes what the elementwise op `op` does
+/// (hpc.relu -> "relu", hpc.gelu approximate "tanh" -> "gelu_tanh", ...);
+/// std::nullopt for any other op.
+std::optional<llvm::StringRef> epilogueActivationOf(mlir::Operation *op);
+
 /// The operands a state update (hpc.sgd_update, hpc.adamw_update,
 /// hpc.assign) writes in place: its parameter and buffers; empty for every
 /// other op. The planner and the partitioner both keep these whole.

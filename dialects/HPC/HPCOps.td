@@ -300,18 +300,29 @@ def HPC_MatMulOp : HPC_InferOp<"matmul"> {
 }
 
 def HPC_GemmOp : HPC_InferOp<"gemm"> {
-  let summary = "alpha * op(A) * op(B) + beta * C";
+  let summary = "act(alpha * op(A) * op(B) + beta * C)";
   let description = [{
     2-D general matrix multiply; `trans_a`/`trans_b` transpose the operands;
-    the optional `c` broadcasts to the [m, n] result.
+    the optional `c` broadcasts to the [m, n] result. `activation` is the
+    elementwise function applied to the sum (an epilogue the kernel fuses):
+    "none", "relu", "gelu" (erf form, as `hpc.gelu`), "gelu_tanh" (as
+    `hpc.gelu {approximate = "tanh"}`), "sigmoid", "tanh" or "silu". The
+    importer and autodiff build "none"; hpc-fuse-epilogues sets the others.
+
+    ```mlir
+    %y = hpc.gemm %a, %w, %b {activation = "relu"}
+        : (tensor<8x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b,
                    Optional<AnyRankedTensor>:$c,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                    DefaultValuedAttr<F64Attr, "1.0">:$beta,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_a,
-                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                   DefaultValuedStrAttr<StrAttr, "none">:$activation);
   let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = "$a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)";
 }
 
@@ -321,13 +332,17 @@ def HPC_ConvOp : HPC_InferOp<"conv"> {
     `input` is [N, C, D1...], `weight` [M, C/group, K1...], the optional `bias`
     [M]. `pads` holds the begin pads of every spatial dimension, then the end
     pads (ONNX order); the importer resolves auto_pad into explicit pads.
+    `activation` is applied to convolution + bias, with the values of
+    `hpc.gemm`'s.
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
                    Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations,
-                   DefaultValuedAttr<I64Attr, "1">:$group);
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   DefaultValuedStrAttr<StrAttr, "none">:$activation);
   let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
 }
 

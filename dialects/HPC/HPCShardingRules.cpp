@@ -200,7 +200,11 @@ ShardingRule GemmOp::getShardingRule() {
   ShardingRule rule;
   ArrayRef<int64_t> out = shapeOf(getResult());
   int64_t m = rule.addFactor(out[0]), n = rule.addFactor(out[1]);
-  int64_t k = rule.addFactor(shapeOf(getA())[getTransA() ? 0 : 1], Kind::Reduction);
+  // A fused activation applies to the full sum: partial sums over a split
+  // reduction would each go through it.
+  int64_t k = rule.addFactor(shapeOf(getA())[getTransA() ? 0 : 1],
+                             getActivation() == "none" ? Kind::Reduction
+                                                       : Kind::NeedsReplication);
   rule.operandDims.push_back(getTransA() ? SmallVector<int64_t>{k, m}
                                          : SmallVector<int64_t>{m, k});
   rule.operandDims.push_back(getTransB() ? SmallVector<int64_t>{n, k}
@@ -221,14 +225,17 @@ ShardingRule GemmOp::getShardingRule() {
 
 /// Convolution-like: batch and output channels parallel, input channels a
 /// reduction (when not grouped), spatial dimensions need halos.
+/// `activated`: an activation is fused, so input channels, a sum, are not
+/// split either.
 static ShardingRule convRule(Operation *op, Value input, Value weight, Value bias,
-                             int64_t group, bool transposed) {
+                             int64_t group, bool transposed, bool activated = false) {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(input), w = shapeOf(weight),
                     out = shapeOf(op->getResult(0));
   int64_t nf = rule.addFactor(out[0]);
   int64_t mf = rule.addFactor(out[1], group == 1 ? Kind::Parallel : Kind::NeedsReplication);
-  int64_t cf = rule.addFactor(in[1], group == 1 ? Kind::Reduction : Kind::NeedsReplication);
+  int64_t cf = rule.addFactor(in[1], group == 1 && !activated ? Kind::Reduction
+                                                               : Kind::NeedsReplication);
   SmallVector<int64_t> spatial;
   for (size_t d = 2; d < out.size(); ++d)
     spatial.push_back(rule.addFactor(out[d], Kind::NeedsReplication));
@@ -251,7 +258,8 @@ static ShardingRule convRule(Operation *op, Value input, Value weight, Value bia
 }
 
 ShardingRule ConvOp::getShardingRule() {
-  return convRule(*this, getInput(), getWeight(), getBias(), getGroup(), false);
+  return convRule(*this, getInput(), getWeight(), getBias(), getGroup(), false,
+                  getActivation() != "none");
 }
 
 ShardingRule ConvTransposeOp::getShardingRule() {

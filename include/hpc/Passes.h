@@ -9,6 +9,7 @@
 #define HPC_PASSES_H
 
 #include "HPC/HPCOps.h"
+#include "hpc/Precision.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

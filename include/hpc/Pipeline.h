@@ -8,6 +8,8 @@
 #ifndef HPC_PIPELINE_H
 #define HPC_PIPELINE_H
 
+#include "hpc/Precision.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -35,13 +37,22 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("With mesh: start collectives early, wait at first use"),
       llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions"),
+                    llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "
+                                   "and activations into gemm/conv epilogues"),
                     llvm::cl::init(true)};
   Option<bool> weightPieces{
       *this, "weight-pieces",
       llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "
                      "instead of copying them on every run"),
       llvm::cl::init(true)};
+  Option<Precision> precision{
+      *this, "precision",
+      llvm::cl::desc("What the products compute in: fp32, or bf16 with the rest "
+                     "in f32 (hpc-autocast)"),
+      llvm::cl::init(Precision::FP32),
+      llvm::cl::values(clEnumValN(Precision::FP32, "fp32", "As the model says"),
+                       clEnumValN(Precision::BF16, "bf16",
+                                  "Products in bf16, everything else in f32"))};
 
   // --- training (docs/training.md): a train step instead of a forward run --
   Option<bool> train{*this, "train",
@@ -97,8 +108,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
 void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// hpc module -> LLVM dialect calling libhpcrt: simplify, fuse composite
-/// ops, partition over the mesh (when one is given), plan memory and lower
-/// (hpc-compile).
+/// ops, build the train step (with `train`), partition over the mesh (when
+/// one is given), cast the products to bf16 (with `precision`), fuse
+/// epilogues, plan memory and lower (hpc-compile).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,

@@ -21,6 +21,14 @@ static int64_t elements(Value v) {
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
 
+/// FLOPs of a fused `activation` over `out` elements, as the standalone op
+/// counts them below (relu 1 per element, the transcendental ones 4).
+static int64_t activationFlops(StringRef activation, int64_t out) {
+  if (activation == "none")
+    return 0;
+  return activation == "relu" ? out : 4 * out;
+}
+
 int64_t hpc::estimateFlops(Operation *op) {
   if (op->getNumResults() == 0)
     return 0;
@@ -33,12 +41,13 @@ int64_t hpc::estimateFlops(Operation *op) {
       .Case([&](hpc::GemmOp g) {
         auto a = cast<RankedTensorType>(g.getA().getType());
         int64_t k = a.getDimSize(g.getTransA() ? 0 : 1);
-        return 2 * out * k + (g.getC() ? out : 0);
+        return 2 * out * k + (g.getC() ? out : 0) + activationFlops(g.getActivation(), out);
       })
       .Case([&](hpc::ConvOp c) {
         auto w = cast<RankedTensorType>(c.getWeight().getType());
         int64_t perOutput = w.getNumElements() / w.getDimSize(0);
-        return 2 * out * perOutput + (c.getBias() ? out : 0);
+        return 2 * out * perOutput + (c.getBias() ? out : 0) +
+               activationFlops(c.getActivation(), out);
       })
       .Case([&](hpc::ConvTransposeOp c) {
         auto w = cast<RankedTensorType>(c.getWeight().getType());

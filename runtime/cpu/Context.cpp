@@ -199,6 +199,11 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
       model_ = m["model"].get<std::string>();
     if (m.contains("model_path") && m["model_path"].is_string())
       modelPath_ = m["model_path"].get<std::string>();
+    if (m.contains("precision")) {
+      if (!m["precision"].is_string())
+        fail("manifest: \"precision\" is not a string");
+      precision_ = m["precision"].get<std::string>();
+    }
     int64_t arena = intField(m, "arena_bytes", "manifest");
     if (arena < 0)
       fail("manifest: arena_bytes is negative");
@@ -787,11 +792,64 @@ void *hpcrt_ctx::inputData(size_t i) {
 }
 
 uint64_t hpcrt_ctx::residentBytes() const {
-  uint64_t n = arena_.size() + stateBuffer_.size() + weightsCopy_.size() + mapBytes_;
+  uint64_t n = arena_.size() + stateBuffer_.size() + weightsCopy_.size() + mapBytes_ +
+               scratchpad_.size() + kernelStateBytes();
   for (const Buffer &b : inputBuffers_)
     n += b.size();
   return n;
 }
+
+//===----------------------------------------------------------------------===//
+// Kernel states
+//===----------------------------------------------------------------------===//
+
+void hpcrt_ctx::endSetup() {
+  settingUp_ = false;
+  if (scratchpadWanted_ > scratchpad_.size())
+    scratchpad_ = Buffer(scratchpadWanted_);
+}
+
+KernelState *hpcrt_ctx::kernelState(int op) const {
+  if (op < 0 || static_cast<size_t>(op) >= kernelStates_.size())
+    return nullptr;
+  return kernelStates_[op].get();
+}
+
+void hpcrt_ctx::setKernelState(int op, std::unique_ptr<KernelState> state) {
+  if (op < 0)
+    fail("kernel state for op " + std::to_string(op));
+  if (static_cast<size_t>(op) >= kernelStates_.size())
+    kernelStates_.resize(static_cast<size_t>(op) + 1);
+  kernelStates_[op] = std::move(state);
+}
+
+void hpcrt_ctx::requireScratchpad(size_t bytes) {
+  scratchpadWanted_ = std::max(scratchpadWanted_, bytes);
+}
+
+void *hpcrt_ctx::scratchpad(size_t bytes) {
+  requireScratchpad(bytes);
+  if (bytes > scratchpad_.size())
+    scratchpad_ = Buffer(scratchpadWanted_);
+  return scratchpad_.data();
+}
+
+uint64_t hpcrt_ctx::kernelStateBytes() const {
+  uint64_t n = 0;
+  for (const auto &s : kernelStates_)
+    if (s)
+      n += s->heldBytes;
+  return n;
+}
+
+size_t hpcrt_ctx::kernelStateCount() const {
+  size_t n = 0;
+  for (const auto &s : kernelStates_)
+    n += s != nullptr;
+  return n;
+}
+
+int hpcrt_in_setup_run(const hpcrt_ctx *ctx) { return ctx && ctx->settingUp() ? 1 : 0; }
 
 void *hpcrt_tensor_data(hpcrt_ctx *ctx, int32_t id) {
   if (!ctx || !ctx->prepared() || id < 0 || static_cast<size_t>(id) >= ctx->numTensors())

@@ -139,6 +139,16 @@ struct MeshAxisInfo {
   std::string level;
 };
 
+/// What a kernel keeps between calls of one op: a oneDNN primitive made
+/// for the op's fixed shapes, weights reordered into the primitive's layout
+/// (runtime/cpu/Dnnl.h). Created by the setup run at start (or by the first
+/// call) and kept by the context until it goes.
+struct KernelState {
+  virtual ~KernelState() = default;
+  /// Bytes the state holds for the whole run (reordered weights).
+  uint64_t heldBytes = 0;
+};
+
 struct TraceEvent {
   int32_t op;
   int32_t run;
@@ -163,6 +173,8 @@ public:
   /// The source model's absolute path at compile time (manifest
   /// "model_path"; empty when the manifest has none).
   const std::string &modelPath() const { return modelPath_; }
+  /// The products' precision (manifest "precision"; "fp32" when absent).
+  const std::string &precision() const { return precision_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
   bool hasWeights() const { return hasWeights_; }
   const std::string &weightsFile() const { return weightsFile_; }
@@ -230,6 +242,37 @@ public:
   void setCommQueue(hpcrt::comm::CommQueue *queue) { commQueue_ = queue; }
   hpcrt::comm::CommQueue *commQueue() const { return commQueue_; }
 
+  // --- kernel states (made once at start) --------------------------------
+  /// The setup run: the compiled program called once after prepare(), in
+  /// which only the kernels that keep a state run, and they only make it
+  /// (primitives, reordered weights, the scratchpad's size); nothing is
+  /// computed or communicated. Kernels met later without a state make it on
+  /// their first call, so a program without the setup run still works.
+  void beginSetup() { settingUp_ = true; }
+  /// Ends the setup run: allocates the scratchpad the states asked for.
+  void endSetup();
+  bool settingUp() const { return settingUp_; }
+  /// The state of op `op` (null: none yet).
+  hpcrt::KernelState *kernelState(int op) const;
+  void setKernelState(int op, std::unique_ptr<hpcrt::KernelState> state);
+  /// Asks for a scratchpad of at least `bytes` (one buffer that every
+  /// kernel shares: kernels run one at a time).
+  void requireScratchpad(size_t bytes);
+  /// The shared scratchpad (allocated by endSetup(), or grown here when a
+  /// kernel without a setup run needs more).
+  void *scratchpad(size_t bytes);
+  uint64_t scratchpadBytes() const { return scratchpad_.size(); }
+  /// Bytes the kernel states hold (reordered weights), and how many there are.
+  uint64_t kernelStateBytes() const;
+  size_t kernelStateCount() const;
+  /// A note for the user about the kernels of this CPU (the first one a
+  /// kernel gave; printed once after the setup run).
+  void setKernelNote(const std::string &note) {
+    if (kernelNote_.empty())
+      kernelNote_ = note;
+  }
+  const std::string &kernelNote() const { return kernelNote_; }
+
   // --- execution ----------------------------------------------------------
   /// Kernel bookkeeping (Kernel.h's dispatch calls these).
   void noteWrite(const hpcrt::Tensor &t);
@@ -258,6 +301,7 @@ public:
 private:
   std::string model_;
   std::string modelPath_;
+  std::string precision_ = "fp32";
   uint64_t arenaBytes_ = 0;
   bool hasWeights_ = false;
   std::string weightsFile_;
@@ -292,6 +336,12 @@ private:
   std::vector<hpcrt::TraceEvent> trace_;
   double epochUs_ = 0;
   std::string error_;
+
+  bool settingUp_ = false;
+  std::string kernelNote_;
+  std::vector<std::unique_ptr<hpcrt::KernelState>> kernelStates_;
+  size_t scratchpadWanted_ = 0;
+  hpcrt::Buffer scratchpad_;
 
   void checkWeights(const uint8_t *data, size_t bytes, const std::string &what);
   /// The manifest's "state_bytes" and "state" (after the tensor table).

@@ -32,8 +32,11 @@ void OpCall::expect(size_t nResults, size_t nOperands) const {
 
 void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
                const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn, bool communicating) {
-  if (!ctx || (ctx->failed() && !communicating))
+               KernelFn fn, KernelKind kind) {
+  if (!ctx || (ctx->failed() && kind != KernelKind::Communicating))
+    return;
+  bool setup = ctx->settingUp();
+  if (setup && kind != KernelKind::Stateful)
     return;
   bool tracing = ctx->tracing();
   double t0 = tracing ? ctx->nowUs() : 0.0;
@@ -52,6 +55,7 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
     if (!ids)
       fail("no tensor ids");
     OpCall c{*ctx, op, mnemonic, {}, {}, ia, fa, sa};
+    c.setup = setup;
     int32_t nres = ids[0];
     if (nres < 0 || nres > 65536)
       fail("bad result count " + std::to_string(nres));
@@ -70,8 +74,9 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
       if (r->region != Region::Arena)
         fail("result tensor is not in the arena");
     fn(c);
-    for (Tensor *r : c.results)
-      ctx->noteWrite(*r);
+    if (!setup)
+      for (Tensor *r : c.results)
+        ctx->noteWrite(*r);
   } catch (const Error &e) {
     ctx->setError("op " + std::to_string(op) + " (" + name +
                   (known && !ops[op].loc.empty() ? " at '" + ops[op].loc + "'" : "") +
@@ -81,7 +86,7 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
   } catch (const std::exception &e) {
     ctx->setError("op " + std::to_string(op) + " (" + name + "): " + e.what());
   }
-  if (tracing)
+  if (tracing && !setup)
     ctx->addTrace(op, t0, ctx->nowUs() - t0);
 }
 

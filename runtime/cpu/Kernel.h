@@ -130,6 +130,9 @@ template <typename T> constexpr bool isFloatT =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
     std::is_same_v<T, bf16>;
 template <typename T> constexpr bool isIntT = std::is_integral_v<T>;
+inline bool isFloatDtype(int dtype) {
+  return dtype == HPCRT_F32 || dtype == HPCRT_F64 || dtype == HPCRT_F16 || dtype == HPCRT_BF16;
+}
 template <typename T> constexpr bool isBoolT = std::is_same_v<T, boolean>;
 
 //===----------------------------------------------------------------------===//
@@ -189,6 +192,9 @@ struct OpCall {
   const double *fa;
   const char *const *sa;
   size_t ii = 0, fi = 0, si = 0;
+  /// The setup run (Context::beginSetup): a stateful kernel makes its state
+  /// and returns without computing.
+  bool setup = false;
 
   Tensor &out(size_t k = 0) const { return *results.at(k); }
   Tensor &in(size_t k) const;
@@ -216,6 +222,8 @@ struct OpCall {
     return v;
   }
   std::string s() {
+    if (!sa)
+      fail("the call has no string attributes");
     const char *p = sa[si++];
     return p ? p : "";
   }
@@ -230,14 +238,24 @@ struct OpCall {
 
 using KernelFn = void (*)(OpCall &);
 
+/// How runKernel treats a kernel.
+enum class KernelKind {
+  Plain,
+  /// The dist collectives, send, recv: run even after an earlier kernel
+  /// failed, so that the other ranks are not left waiting for this one (the
+  /// first error stays the one reported).
+  Communicating,
+  /// Keeps a state between calls (a oneDNN primitive): runs in the setup
+  /// run as well, with OpCall::setup set.
+  Stateful,
+};
+
 /// Runs one kernel call. `mnemonic` is the op name without "hpc." ("matmul")
-/// or a full op name ("dist.all_reduce"). A `communicating` kernel (the
-/// dist collectives, send, recv) runs even after an earlier kernel failed,
-/// so that the other ranks are not left waiting for this one; the first
-/// error stays the one reported.
+/// or a full op name ("dist.all_reduce"). In the setup run only Stateful
+/// kernels run.
 void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
                const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn, bool communicating = false);
+               KernelFn fn, KernelKind kind = KernelKind::Plain);
 
 #define HPCRT_KERNEL_AS(cname, mnemonic, impl)                                 \
   static void impl(::hpcrt::OpCall &);                                         \
@@ -250,6 +268,17 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
 
 #define HPCRT_KERNEL(name) HPCRT_KERNEL_AS(hpcrt_##name, #name, name##_kernel)
 
+/// A kernel that keeps a state between calls (see KernelKind::Stateful).
+#define HPCRT_STATEFUL_KERNEL(name)                                            \
+  static void name##_kernel(::hpcrt::OpCall &);                                \
+  extern "C" void hpcrt_##name(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, \
+                               const int64_t *ia, const double *fa,            \
+                               const char *const *sa) {                        \
+    ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, #name, name##_kernel,         \
+                       ::hpcrt::KernelKind::Stateful);                         \
+  }                                                                            \
+  static void name##_kernel(::hpcrt::OpCall &c)
+
 /// A dist op's kernel: hpcrt_<mnemonic>, listed as "dist.<mnemonic>".
 #define HPCRT_DIST_KERNEL(name)                                                \
   static void name##_kernel(::hpcrt::OpCall &);                                \
@@ -257,7 +286,7 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
                                const int64_t *ia, const double *fa,            \
                                const char *const *sa) {                        \
     ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, "dist." #name, name##_kernel, \
-                       true);                                                  \
+                       ::hpcrt::KernelKind::Communicating);                    \
   }                                                                            \
   static void name##_kernel(::hpcrt::OpCall &c)
 
@@ -281,6 +310,12 @@ void encodeScalar(double v, int dtype, void *out);
 /// f16/bf16/f32 data as floats (copies only when needed).
 std::vector<float> toFloats(const Tensor &t);
 void fromFloats(const float *src, Tensor &t);
+
+/// Applies a fused epilogue `activation` ("none", "relu", "gelu",
+/// "gelu_tanh", "sigmoid", "tanh", "silu") to y in place, with the
+/// activation's own kernel (the own-code paths of gemm and conv; oneDNN
+/// paths fuse it as a post-op).
+void applyActivation(OpCall &producer, Tensor &y, const std::string &activation);
 
 /// Number of threads worth using for `work` elementary operations.
 inline bool parallelWorth(int64_t work) { return work >= 32768; }

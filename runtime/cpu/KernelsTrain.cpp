@@ -6,13 +6,15 @@
 // implementation) operation by operation: the scalars are computed in double
 // as Python computes them and then used in the tensor's type, and every
 // tensor operation is rounded on its own (no fused multiply-add).
-// conv_weight_grad is the filter gradient of hpc.conv as im2col + GEMM per
+// conv_weight_grad is the filter gradient of hpc.conv: oneDNN's
+// backward-weights convolution, or (dtypes oneDNN lacks) im2col + GEMM per
 // image, accumulated over the batch; max_pool_grad and avg_pool_grad are the
 // input gradients of the pooling kernels, over the very windows of the
 // forward kernels (Kernel.h's poolGeom / forEachWindow).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dnnl.h"
 #include "Kernel.h"
 
 #include <memory>
@@ -210,7 +212,7 @@ HPCRT_KERNEL(adamw_update) {
 // conv_weight_grad
 //===----------------------------------------------------------------------===//
 
-HPCRT_KERNEL(conv_weight_grad) {
+HPCRT_STATEFUL_KERNEL(conv_weight_grad) {
   c.expect(1, 2);
   std::vector<int64_t> dilations = c.ivec();
   int64_t group = c.i();
@@ -246,6 +248,8 @@ HPCRT_KERNEL(conv_weight_grad) {
       fail("conv_weight_grad: grad_output spatial size " + std::to_string(g.out[d]) +
            " in dim " + std::to_string(d) + " should be " + std::to_string(o));
   }
+  if (onednn::convWeightGrad(c, x, dy, dw, g, group) || c.setup)
+    return;
   int64_t Cg = C / group, Mg = M / group, rows = Cg * g.kSize;
   bool pointwise = g.kSize == 1;
   for (int d = 0; d < g.r; ++d)

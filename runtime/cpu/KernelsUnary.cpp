@@ -292,3 +292,28 @@ HPCRT_KERNEL(cast) {
     });
   });
 }
+
+namespace hpcrt {
+
+void applyActivation(OpCall &producer, Tensor &y, const std::string &activation) {
+  if (activation == "none")
+    return;
+  // The activation's own kernel, in place (elementwise: y[i] from y[i]).
+  OpCall c{producer.ctx, producer.op, producer.mnemonic, {&y}, {&y}, nullptr, nullptr, nullptr};
+  const char *approximate[1] = {activation == "gelu_tanh" ? "tanh" : "none"};
+  if (activation == "relu")
+    relu_kernel(c);
+  else if (activation == "gelu" || activation == "gelu_tanh") {
+    c.sa = approximate;
+    gelu_kernel(c);
+  } else if (activation == "sigmoid")
+    sigmoid_kernel(c);
+  else if (activation == "tanh")
+    tanh_kernel(c);
+  else if (activation == "silu")
+    silu_kernel(c);
+  else
+    fail("unknown activation '" + activation + "'");
+}
+
+} // namespace hpcrt

@@ -42,6 +42,20 @@
 
 using namespace hpcrt;
 
+/// oneDNN runs on OpenMP, the other kernels on the runtime's own pool
+/// (Parallel.h), one after the other: one of them owns the cores at a time.
+/// libgomp's idle threads would spin for a while after every oneDNN call and
+/// take the cores from the pool's next kernel, so they sleep at once unless
+/// the user chose a wait policy or a spin count. libgomp reads its
+/// environment in its constructor, before main(); an executable's
+/// preinit_array runs before any shared library's constructor.
+static void passiveOpenmp(int, char **, char **) {
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+}
+__attribute__((section(".preinit_array"), used)) static void (*const hpcrtPreinit)(
+    int, char **, char **) = passiveOpenmp;
+
 namespace {
 
 using driver::loadWeights;
@@ -253,6 +267,7 @@ int runCommand(int argc, char **argv) {
     if (threads > 0)
       setKernelThreads(threads);
     ctx.prepare();
+    driver::setupKernels(ctx);
     ctx.setTracing(!o.trace.empty());
   });
 
@@ -293,6 +308,10 @@ int runCommand(int argc, char **argv) {
              static_cast<unsigned long long>(ctx.highWater()),
              ctx.arenaBytes() == ctx.highWater() ? "" : " (differ)");
       printf("threads: %d\n", omp_get_max_threads());
+      printf("kernels: %zu oneDNN primitives, scratchpad %llu bytes, reordered weights %llu "
+             "bytes\n",
+             ctx.kernelStateCount(), static_cast<unsigned long long>(ctx.scratchpadBytes()),
+             static_cast<unsigned long long>(ctx.kernelStateBytes()));
     }
     fflush(stdout);
   });
@@ -339,12 +358,36 @@ int runCommand(int argc, char **argv) {
   return 0;
 }
 
+/// The kernels' own memory, which is known only once their primitives are
+/// made on this CPU: a setup run on the real weights (single-rank programs;
+/// a mesh program's ranks report it with `run --verbose`).
+void printKernelMemory(Context &ctx) {
+  if (ctx.hasMesh()) {
+    printf("kernels: measured per rank by `run --verbose`\n");
+    return;
+  }
+  try {
+    loadWeights(ctx, "", false);
+    ctx.prepare();
+    driver::setupKernels(ctx);
+    if (ctx.failed())
+      fail(ctx.error());
+    printf("kernels: %zu oneDNN primitives, scratchpad %llu bytes, reordered weights %llu "
+           "bytes (made on this CPU)\n",
+           ctx.kernelStateCount(), static_cast<unsigned long long>(ctx.scratchpadBytes()),
+           static_cast<unsigned long long>(ctx.kernelStateBytes()));
+  } catch (const Error &e) {
+    printf("kernels: not measured (%s)\n", e.what());
+  }
+}
+
 int infoCommand(int argc, char **argv) {
   if (argc > 2)
     fail("info takes no arguments, got '" + std::string(argv[2]) + "'");
   Context ctx(hpc_manifest);
   printf("model: %s\n", ctx.model().empty() ? "(unnamed)" : ctx.model().c_str());
   printf("arena: %llu bytes\n", static_cast<unsigned long long>(ctx.arenaBytes()));
+  printf("precision: %s\n", ctx.precision().c_str());
   if (ctx.hasWeights())
     printf("weights: %s (%llu bytes, hash %s)\n", ctx.weightsFile().c_str(),
            static_cast<unsigned long long>(ctx.weightsBytes()),
@@ -365,6 +408,7 @@ int infoCommand(int argc, char **argv) {
   if (ctx.isTrainStep())
     driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());
+  printKernelMemory(ctx);
   for (const NamedTensor &in : ctx.inputList()) {
     const Tensor &t = ctx.tensor(in.tensor);
     printf("input  %s: %s %s\n", in.name.c_str(), dtypeName(t.dtype).c_str(),

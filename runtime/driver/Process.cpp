@@ -178,6 +178,16 @@ uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose) {
   return 0;
 }
 
+void setupKernels(Context &ctx) {
+  ctx.beginSetup();
+  hpc_program_run(&ctx);
+  ctx.endSetup();
+  if (!ctx.kernelNote().empty() && launcherRank() == 0) {
+    fprintf(stderr, "%s: note: %s\n", progName.c_str(), ctx.kernelNote().c_str());
+    fflush(stderr);
+  }
+}
+
 void runProgram(Context &ctx, MpiRun &mpi) {
   ctx.beginRun();
   hpc_program_run(&ctx);

@@ -130,6 +130,12 @@ struct MpiRun {
 /// mapped only while loading (0 when the weights are used in place).
 uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose);
 
+/// The setup run (Context::beginSetup): the compiled program called once
+/// after prepare() so that every stateful kernel makes its primitive and
+/// the scratchpad is allocated before the first run. A kernel that fails
+/// here leaves its error in the context.
+void setupKernels(Context &ctx);
+
 /// One run of the compiled program: hpc_program_run, then the end of its
 /// asynchronous communication (an error of it becomes the context's). A
 /// kernel error stays in the context; finishRun() reports it.

@@ -189,6 +189,7 @@ void Trainer::setupProgram() {
   if (threads > 0 && backend_.setThreads)
     backend_.setThreads(threads);
   ctx_.prepare();
+  setupKernels(ctx_);
   memory_.hold(ctx_.residentBytes());
   memory_.transient(loading);
 }

@@ -42,8 +42,13 @@
  *           Absent optional attributes (hpc.clip min/max) are encoded as a
  *           presence flag in iattrs (0/1) followed, when present, by the
  *           value in its array.
- *           Example: hpc.conv {dilations=[1,1], group=1, pads=[1,1,1,1],
- *           strides=[2,2]} -> iattrs = {2,1,1, 1, 4,1,1,1,1, 2,2,2}.
+ *           Example: hpc.conv {activation="relu", dilations=[1,1], group=1,
+ *           pads=[1,1,1,1], strides=[2,2]} -> iattrs = {2,1,1, 1, 4,1,1,1,1,
+ *           2,2,2}, sattrs = {"relu"}.
+ *           hpc.gemm and hpc.conv carry `activation` ("none", "relu",
+ *           "gelu", "gelu_tanh", "sigmoid", "tanh", "silu"; set by the
+ *           compiler's hpc-fuse-epilogues): the result is act(product +
+ *           bias), one kernel call.
  *
  * Manifest (JSON in hpc_manifest)
  * -------------------------------
@@ -52,6 +57,8 @@
  *     "model": "gpt2.onnx",
  *     "model_path": "/abs/path/gpt2.onnx",  the source model at compile time
  *                                        (optional; `train --save-onnx`)
+ *     "precision": "bf16",               --precision=bf16 (optional; absent:
+ *                                        fp32); `info` prints it
  *     "arena_bytes": 123456,             planned peak of the arena
  *     "weights": {"file": "gpt2.bin.safetensors", "bytes": N,
  *                 "hash": "16 hex digits"},
@@ -143,7 +150,22 @@
  *     align_corners uses scale * input length for the resized length, as
  *     the ONNX reference does; conv_transpose accepts negative pads (an
  *     output_shape larger than the natural size). f16 and bf16 compute in
- *     float.
+ *     float, except where oneDNN has bf16 kernels on this CPU (products in
+ *     bf16 with f32 accumulation, rounded once).
+ *   - Kernel states. matmul, gemm, conv, conv_transpose and
+ *     conv_weight_grad run on oneDNN primitives made once per op for its
+ *     fixed shapes. The driver calls hpc_program_run once after prepare in
+ *     a setup run, in which only these kernels run and only make their
+ *     primitive (and reorder constant filters into the layout it picked);
+ *     then the one scratchpad they share is allocated. Their bytes
+ *     (scratchpad, reordered weights) are part of the context's resident
+ *     bytes and printed by `run --verbose` and `info`. A kernel called
+ *     without a setup run makes its primitive on the first call.
+ *   - Threads. oneDNN runs on OpenMP, the other kernels on the runtime's
+ *     pool, one kernel at a time. Model executables start with
+ *     OMP_WAIT_POLICY=PASSIVE unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+ *     set, so idle OpenMP threads sleep instead of spinning against the
+ *     pool; products below ~5 MFLOP run on the calling thread alone.
  *
  *
  * Training programs (hpc-opt --train; docs/training.md)
@@ -457,6 +479,12 @@ uint64_t hpcrt_hash64(const void *data, size_t bytes);
  * compute in C what a compiled program would call kernels for; compiled
  * code never calls it. */
 void *hpcrt_tensor_data(hpcrt_ctx *ctx, int32_t id);
+
+/* Non-zero during the setup run (hpcrt.h, "Kernel states"): the driver calls
+ * hpc_program_run once after prepare so that the kernels make their
+ * primitives; a hand-written stand-in program that computes outside kernels
+ * returns at once then. Compiled code never calls it (its kernels know). */
+int hpcrt_in_setup_run(const hpcrt_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 // RUN: hpc-opt %s --hpc-print-summary -o /dev/null 2>&1 | FileCheck %s
+// RUN: hpc-opt %s --hpc-fuse-epilogues --hpc-print-summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=FUSED
 
 // Embedding [100x8], matmul 1x4x8 * 8x16: 2*4*8*16 = 1024 FLOPs,
 // add of 4x16 = 64 FLOPs; 4 tokens -> 272 FLOPs per token. The i1 mask is a
@@ -10,6 +11,9 @@
 // CHECK: hpc.weight 3
 // CHECK: parameters: 928 (928, 3.71KB), buffers: 2048 (2.05KB)
 // CHECK-NEXT: forward FLOPs: 1088 (1.09K), per token: 272 (4 tokens)
+// The gemm that hpc-fuse-epilogues makes of matmul + add counts the same.
+// FUSED: hpc.gemm 1
+// FUSED: forward FLOPs: 1088 (1.09K), per token: 272 (4 tokens)
 func.func @main(%ids: tensor<1x4xi64> {hpc.name = "ids"}) -> (tensor<1x4x16xf32> {hpc.name = "y"}) {
   %emb = hpc.weight "emb" : tensor<100x8xf32>
   %w = hpc.weight "w" : tensor<8x16xf32>

@@ -22,6 +22,13 @@ func.func @rules(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256
   %5 = hpc.transpose %4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x64xf32>) -> tensor<2x4x16x64xf32>
   // CHECK: hpc.conv: [f0, f2, -, -], [f1, f2, -, -] -> [f0, f1, f3, f4] reduction{f2} replicated{f3, f4}
   %6 = hpc.conv %img, %k {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  // A fused activation needs the whole sum: no reduction factor to split.
+  // CHECK: hpc.conv: [f0, f2, -, -], [f1, f2, -, -] -> [f0, f1, f3, f4] replicated{f2, f3, f4}
+  %c6 = hpc.conv %img, %k {activation = "relu", dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  // CHECK: hpc.gemm: [f0, f2], [f2, f1], [f1] -> [f0, f1] reduction{f2}
+  %g0 = hpc.gemm %emb, %w, %b : (tensor<100x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<100x256xf32>
+  // CHECK: hpc.gemm: [f0, f2], [f2, f1], [f1] -> [f0, f1] replicated{f2}
+  %g1 = hpc.gemm %emb, %w, %b {activation = "gelu"} : (tensor<100x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<100x256xf32>
   // CHECK: hpc.gather: [f0, f3], [f1, f2] -> [f1, f2, f3] replicated{f0}
   %7 = hpc.gather %emb, %ids {axis = 0 : i64} : (tensor<100x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
   // CHECK: hpc.layer_norm: [f0, f1, f2], [f2] -> [f0, f1, f2] replicated{f2}

@@ -64,6 +64,28 @@ func.func @main(%x: tensor<1x1x2x2xf32> {hpc.name = "x"}, %labels: tensor<4xi64>
   return %l : tensor<f32>
 }
 
+// -----
+
+// A fused activation (hpc-fuse-epilogues runs after autodiff) has no
+// gradient: the op does not keep its pre-activation.
+func.func @main(%x: tensor<2x3xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<3x4xf32> = dense<1.0>
+  // expected-error @+1 {{'hpc.gemm' op has no gradient with activation "relu" (differentiate before hpc-fuse-epilogues)}}
+  %y = hpc.gemm %x, %w {activation = "relu"} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %l = hpc.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @main(%x: tensor<1x2x4x4xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<3x2x1x1xf32> = dense<1.0>
+  // expected-error @+1 {{'hpc.conv' op has no gradient with activation "gelu_tanh" (differentiate before hpc-fuse-epilogues)}}
+  %y = hpc.conv %x, %w {activation = "gelu_tanh", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %l = hpc.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x3x4x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- freeze.mlir
 // expected-error @+1 {{--freeze: no weight named 'encoder.w'}}
 func.func @main(%x: tensor<3xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {

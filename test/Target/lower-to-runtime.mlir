@@ -59,6 +59,26 @@ module {
 
 // -----
 
+// activation is gemm's and conv's one string attribute (sattrs); the
+// default "none" is filled in.
+// CHECK-LABEL: module
+// CHECK: llvm.call @hpcrt_gemm(
+// CHECK: llvm.call @hpcrt_conv(
+// CHECK: @{{str[0-9]+}}("gelu_tanh\00")
+// CHECK: @{{str[0-9]+}}("none\00")
+module {
+  func.func @main(%x: tensor<2x3xf32>, %img: tensor<1x2x5x5xf32>) -> (tensor<2x4xf32>, tensor<1x4x5x5xf32>) {
+    %w = hpc.weight "w" : tensor<3x4xf32> = dense<1.0>
+    %b = hpc.weight "b" : tensor<4xf32> = dense<1.0>
+    %0 = hpc.gemm %x, %w, %b {activation = "gelu_tanh"} : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %k = hpc.weight "k" : tensor<4x2x1x1xf32> = dense<1.0>
+    %1 = hpc.conv %img, %k {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x1x1xf32>) -> tensor<1x4x5x5xf32>
+    return %0, %1 : tensor<2x4xf32>, tensor<1x4x5x5xf32>
+  }
+}
+
+// -----
+
 // A result that is also read later keeps its bytes; two results of one op
 // never overlap; unused results still get space (kernels write them).
 // CHECK-LABEL: module

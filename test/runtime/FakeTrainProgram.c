@@ -101,6 +101,8 @@ const char hpc_manifest[] =
 #define T(id) ((float *)hpcrt_tensor_data(ctx, id))
 
 void hpc_program_run(hpcrt_ctx *ctx) {
+  if (hpcrt_in_setup_run(ctx))
+    return; /* computes in C, not in kernels */
   const float *x = T(0), *y = T(1), *lr = T(2);
   const int64_t *step = (const int64_t *)hpcrt_tensor_data(ctx, 3);
   float *w = T(4), *b = T(5), *wbuf = T(6), *bbuf = T(7);

@@ -150,15 +150,15 @@ TEST(Gemm, TransposesAlphaBetaAndBroadcastC) {
         want.push_back(0.5 * acc + 2 * c.v[i * cs[0] + j * cs[1]]);
       }
     // fattrs: alpha, beta; iattrs: trans_a, trans_b.
-    expectNear(run1({hpcrt_gemm, {a, b, c}, {{HPCRT_F32, {3, 5}}}, {1, 1}, {0.5, 2.0}}), want);
+    expectNear(run1({hpcrt_gemm, {a, b, c}, {{HPCRT_F32, {3, 5}}}, {1, 1}, {0.5, 2.0}, {"none"}}), want);
   }
   // Without C.
   Val p = f32({2, 2}, {1, 2, 3, 4}), q = f32({2, 2}, {1, 0, 0, 1});
-  EXPECT_EQ(run1({hpcrt_gemm, {p, q, std::nullopt}, {{HPCRT_F32, {2, 2}}}, {0, 0}, {1, 1}}),
+  EXPECT_EQ(run1({hpcrt_gemm, {p, q, std::nullopt}, {{HPCRT_F32, {2, 2}}}, {0, 0}, {1, 1}, {"none"}}),
             (std::vector<double>{1, 2, 3, 4}));
   EXPECT_EQ(run1({hpcrt_gemm, {val(HPCRT_I64, {2, 2}, {1, 2, 3, 4}), val(HPCRT_I64, {2, 2}, {1, 1, 1, 1}),
                                val(HPCRT_I64, {1}, {10})},
-                  {{HPCRT_I64, {2, 2}}}, {0, 0}, {1, 1}}),
+                  {{HPCRT_I64, {2, 2}}}, {0, 0}, {1, 1}, {"none"}}),
             (std::vector<double>{13, 13, 17, 17}));
 }
 
@@ -183,7 +183,7 @@ TEST(Conv, MatchesDirectConvolution) {
     std::vector<int64_t> ia = cat({{static_cast<int64_t>(c.dilations.size())}, c.dilations, {c.group},
                                    {static_cast<int64_t>(c.pads.size())}, c.pads,
                                    {static_cast<int64_t>(c.strides.size())}, c.strides});
-    auto got = run1({hpcrt_conv, {x, w, bias}, {{HPCRT_F32, convOut(c)}}, ia});
+    auto got = run1({hpcrt_conv, {x, w, bias}, {{HPCRT_F32, convOut(c)}}, ia, {}, {"none"}});
     expectNear(got, convRef(c, x, w, c.bias ? &b : nullptr), 1e-4, 1e-5);
   }
 }
@@ -192,10 +192,10 @@ TEST(Conv, DoubleAndHalf) {
   ConvCase c{{1, 2, 5, 5}, {2, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, false};
   std::vector<int64_t> ia = {2, 1, 1, 1, 4, 1, 1, 1, 1, 2, 1, 1};
   Val x = randomVal(HPCRT_F64, c.x, 7), w = randomVal(HPCRT_F64, c.w, 8);
-  expectNear(run1({hpcrt_conv, {x, w, std::nullopt}, {{HPCRT_F64, convOut(c)}}, ia}),
+  expectNear(run1({hpcrt_conv, {x, w, std::nullopt}, {{HPCRT_F64, convOut(c)}}, ia, {}, {"none"}}),
              convRef(c, x, w, nullptr), 1e-12, 1e-12);
   Val xh = val(HPCRT_F16, c.x, std::vector<double>(50, 0.5)), wh = val(HPCRT_F16, c.w, std::vector<double>(36, 0.25));
-  auto got = run1({hpcrt_conv, {xh, wh, std::nullopt}, {{HPCRT_F16, convOut(c)}}, ia});
+  auto got = run1({hpcrt_conv, {xh, wh, std::nullopt}, {{HPCRT_F16, convOut(c)}}, ia, {}, {"none"}});
   expectNear(got, convRef(c, xh, wh, nullptr), 1e-3, 1e-3);
 }
 
@@ -258,6 +258,59 @@ TEST(Conv, WrongResultShapeIsAnError) {
   Result r = run({hpcrt_conv, {randomVal(HPCRT_F32, {1, 1, 4, 4}, 1), randomVal(HPCRT_F32, {1, 1, 3, 3}, 2),
                                std::nullopt},
                   {{HPCRT_F32, {1, 1, 4, 4}}},
-                  {2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1}});
+                  {2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1}, {}, {"none"}});
   EXPECT_NE(r.error.find("should be 2"), std::string::npos) << r.error;
+}
+
+/// act(v) as the unfused ops compute it.
+double activationRef(const std::string &act, double v) {
+  if (act == "relu")
+    return v < 0 ? 0 : v;
+  if (act == "gelu")
+    return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  if (act == "gelu_tanh")
+    return 0.5 * v * (1 + std::tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
+  if (act == "sigmoid")
+    return 1 / (1 + std::exp(-v));
+  if (act == "tanh")
+    return std::tanh(v);
+  if (act == "silu")
+    return v / (1 + std::exp(-v));
+  return v;
+}
+
+// Fused epilogues: oneDNN's post-ops (f32, with the bias C) and the own
+// path's in-place activation kernels (f64) both give act(A B + C).
+TEST(Gemm, FusedActivations) {
+  Val a = randomVal(HPCRT_F32, {6, 9}, 41), b = randomVal(HPCRT_F32, {9, 7}, 42);
+  Val c = randomVal(HPCRT_F32, {7}, 43);
+  Val a64 = a, b64 = b, c64 = c;
+  a64.dtype = b64.dtype = c64.dtype = HPCRT_F64;
+  auto plainY = run1({hpcrt_gemm, {a64, b64, c64}, {{HPCRT_F64, {6, 7}}}, {0, 0}, {1, 1},
+                      {"none"}});
+  for (std::string act : {"relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu"}) {
+    std::vector<double> want;
+    for (double v : plainY)
+      want.push_back(activationRef(act, v));
+    expectNear(run1({hpcrt_gemm, {a, b, c}, {{HPCRT_F32, {6, 7}}}, {0, 0}, {1, 1}, {act}}), want,
+               1e-4, 1e-5);
+    expectNear(run1({hpcrt_gemm, {a64, b64, c64}, {{HPCRT_F64, {6, 7}}}, {0, 0}, {1, 1}, {act}}),
+               want, 1e-12, 1e-12);
+  }
+  Result r = run({hpcrt_gemm, {a, b, c}, {{HPCRT_F32, {6, 7}}}, {0, 0}, {1, 1}, {"swish"}});
+  EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos) << r.error;
+}
+
+TEST(Conv, FusedRelu) {
+  // x [1, 4, 5, 5], w [6, 2, 3, 3] (2 groups), pads 1, stride 1: y [1, 6, 5, 5].
+  Val x = randomVal(HPCRT_F32, {1, 4, 5, 5}, 44), w = randomVal(HPCRT_F32, {6, 2, 3, 3}, 45);
+  Val b = randomVal(HPCRT_F32, {6}, 46);
+  // iattrs: dilations [1, 1], group, pads [1, 1, 1, 1], strides [1, 1].
+  std::vector<int64_t> ia = {2, 1, 1, 2, 4, 1, 1, 1, 1, 2, 1, 1};
+  auto plainY = run1({hpcrt_conv, {x, w, b}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"none"}});
+  std::vector<double> want;
+  for (double v : plainY)
+    want.push_back(v < 0 ? 0 : v);
+  expectNear(run1({hpcrt_conv, {x, w, b}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"relu"}}), want,
+             1e-6, 1e-6);
 }

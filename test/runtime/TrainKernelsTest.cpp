@@ -396,7 +396,7 @@ TEST(TrainConvWeightGrad, MatchesFiniteDifferencesOfConv) {
     Val w = randomVal(HPCRT_F64, filterShape(c), seed++);
     auto loss = [&](const Val &wv) {
       auto y = run1({hpcrt_conv, {x, wv, std::nullopt}, {{HPCRT_F64, convOutShape(c)}},
-                     convAttrs(c)});
+                     convAttrs(c), {}, {"none"}});
       return dot(y, dy.v);
     };
     std::vector<double> fd(w.v.size());
@@ -816,7 +816,7 @@ TEST(TrainFloat64, MatmulAndGemm) {
       g.push_back(0.7 * s + 1.3 * c.v[n]);
     }
   // fattrs {alpha, beta}, iattrs {transA, transB}
-  expectNear(run1({hpcrt_gemm, {at, bt, c}, {{HPCRT_F64, {3, 5}}}, {1, 1}, {0.7, 1.3}}), g, 1e-14,
+  expectNear(run1({hpcrt_gemm, {at, bt, c}, {{HPCRT_F64, {3, 5}}}, {1, 1}, {0.7, 1.3}, {"none"}}), g, 1e-14,
              1e-15);
 }
 
@@ -849,7 +849,8 @@ TEST(TrainFloat64, ConvTransposeIsTheAdjointOfConv) {
     // conv iattrs: dilations, group, pads, strides; w is [C, M/group, K...]
     ASSERT_EQ(C % c.group, 0);
     auto cv = run1({hpcrt_conv, {v, w, std::nullopt}, {{HPCRT_F64, c.dy}},
-                    cat({arr(c.dilations), {c.group}, arr(c.pads), arr(c.strides)})});
+                    cat({arr(c.dilations), {c.group}, arr(c.pads), arr(c.strides)}), {},
+                    {"none"}});
     double lhs = dot(ct, v.v), rhs = dot(dy.v, cv);
     EXPECT_NEAR(lhs, rhs, 1e-12 * std::max(1.0, std::fabs(lhs)));
   }

@@ -158,7 +158,7 @@ def translate(node, opset, ins, outs):
         return "matmul", {}, ins, None
     if op == "Gemm":
         c = ins[2] if len(ins) > 2 else None
-        return "gemm", {"alpha": ("f", attr(node, "alpha", 1.0)), "beta": ("f", attr(node, "beta", 1.0)),
+        return "gemm", {"activation": ("s", "none"), "alpha": ("f", attr(node, "alpha", 1.0)), "beta": ("f", attr(node, "beta", 1.0)),
                         "trans_a": ("i", attr(node, "transA", 0)), "trans_b": ("i", attr(node, "transB", 0))}, \
             [ins[0], ins[1], c], None
     if op in ("Conv", "ConvTranspose"):
@@ -170,6 +170,7 @@ def translate(node, opset, ins, outs):
         b = ins[2] if len(ins) > 2 else None
         a = {"dilations": ("ia", dil), "group": ("i", attr(node, "group", 1)), "strides": ("ia", strides)}
         if op == "Conv":
+            a["activation"] = ("s", "none")
             a["pads"] = ("ia", window_pads(node, x.shape, kernel, strides, dil))
             return "conv", a, [x, w, b], None
         outpad = list(attr(node, "output_padding", [0] * r))

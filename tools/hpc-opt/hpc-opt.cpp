@@ -112,8 +112,17 @@ static llvm::cl::opt<bool> asyncCollectives(
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
 static llvm::cl::opt<bool> noFuse(
-    "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains"),
+    "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains, and "
+                              "bias adds and activations out of gemm/conv epilogues"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
+static llvm::cl::opt<std::string> precisionFlag(
+    "precision",
+    llvm::cl::desc("fp32 (default) or bf16: matmul, gemm and convolutions, forward "
+                   "and backward, in bf16, everything else in f32 (PyTorch's CPU "
+                   "autocast); weights stored in bf16, a train step's master "
+                   "weights in fp32. Also the dtype a --cluster search plans with"),
+    llvm::cl::init("fp32"), llvm::cl::cat(compileCategory));
 
 static llvm::cl::opt<bool> noWeightPieces(
     "no-weight-pieces",
@@ -200,13 +209,20 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.seed = seedFlag;
 }
 
-/// With --train, the search plans what the compile builds: the same
-/// optimizer, fp32, replicated optimizer state (no ZeRO yet).
+/// The --precision of the command line (checked in main).
+static hpc::Precision precision() {
+  return hpc::parsePrecision(precisionFlag).value_or(hpc::Precision::FP32);
+}
+
+/// The search plans what the compile builds: in the --precision (with
+/// --train, or when given; else the search's default dtype), and with
+/// --train the same optimizer and replicated optimizer state (no ZeRO yet).
 static void matchTrainStep(hpc::DistSearchOptions &options) {
+  if (trainFlag || precisionFlag.getNumOccurrences())
+    options.dtype = hpc::stringifyPrecision(precision()).str();
   if (!trainFlag)
     return;
   options.optimizer = optimizerName == "sgd" ? "sgd" : "adam";
-  options.dtype = "fp32";
   options.zeroStages = "0";
 }
 
@@ -310,6 +326,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   }
   options.fuse = !noFuse;
   options.weightPieces = !noWeightPieces;
+  options.precision = precision();
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;
@@ -391,6 +408,23 @@ static bool buildTrainStep(MLIRContext &context, ModuleOp module) {
   return succeeded(pm.run(module));
 }
 
+/// With --precision=bf16, casts the products of an imported module (after
+/// its train step), with one-line diagnostics; false on failure.
+static bool castProducts(MLIRContext &context, ModuleOp module) {
+  if (precision() == hpc::Precision::FP32)
+    return true;
+  hpc::HPCAutocastOptions autocast;
+  autocast.precision = precision();
+  PassManager pm(&context);
+  pm.addPass(hpc::createHPCAutocast(autocast));
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error)
+      llvm::errs() << "hpc-opt: error: " << diag.str() << "\n";
+    return success();
+  });
+  return succeeded(pm.run(module));
+}
+
 /// Imports an ONNX file and hands it to MlirOptMain as an in-memory buffer,
 /// so every mlir-opt flag (passes, printing) applies unchanged.
 static int runOnONNX(const std::string &inputFile, const std::string &outputFile,
@@ -436,6 +470,9 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   }
   if (trainFlag && search && !buildTrainStep(context, *module))
     return 1;
+  // Last, as hpc-compile does: after the train step and partitioning.
+  if (!castProducts(context, *module))
+    return 1;
   std::string bytecode;
   llvm::raw_string_ostream os(bytecode);
   if (failed(writeBytecodeToFile(*module, os))) {
@@ -479,6 +516,8 @@ int main(int argc, char **argv) {
                : "mlir";
   if (emit != "mlir" && emit != "llvm" && emit != "obj" && emit != "exe")
     return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
+  if (!hpc::parsePrecision(precisionFlag))
+    return userError("--precision: '" + precisionFlag + "' is not fp32 or bf16");
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
   if (asyncCollectives && meshSpec.empty())
@@ -509,6 +548,9 @@ int main(int argc, char **argv) {
   if ((!meshSpec.empty() || !shardSpecs.empty()) && !hpc::isONNXPath(inputFile))
     return userError("--mesh and --shard apply to ONNX inputs or --emit; for "
                      "MLIR use --dist-propagate=mesh=... --dist-partition");
+  if (precision() != hpc::Precision::FP32 && !hpc::isONNXPath(inputFile))
+    return userError("--precision applies to ONNX inputs or --emit; for MLIR use "
+                     "--hpc-autocast=precision=bf16");
 
   if (hpc::isONNXPath(inputFile))
     return runOnONNX(inputFile, outputFile, registry);

@@ -125,7 +125,8 @@ func.func @binary(%a: tensor<2x3xf32>, %r: tensor<3xf32>, %p: tensor<4xi1>, %q: 
 
 // CHECK-LABEL: func.func @contractions
 func.func @contractions(%a: tensor<2x1x4x8xf32>, %b: tensor<3x8x5xf32>, %v: tensor<8xf32>,
-                        %g: tensor<8x4xf32>, %h: tensor<5x8xf32>, %bias: tensor<5xf32>) {
+                        %g: tensor<8x4xf32>, %h: tensor<5x8xf32>, %bias: tensor<5xf32>,
+                        %k: tensor<5x4xf32>) {
   // CHECK: hpc.matmul %{{.+}}, %{{.+}} : (tensor<2x1x4x8xf32>, tensor<3x8x5xf32>) -> tensor<2x3x4x5xf32>
   %0 = hpc.matmul %a, %b : (tensor<2x1x4x8xf32>, tensor<3x8x5xf32>) -> tensor<2x3x4x5xf32>
   // CHECK: hpc.matmul %{{.+}}, %{{.+}} : (tensor<8xf32>, tensor<3x8x5xf32>) -> tensor<3x5xf32>
@@ -134,6 +135,11 @@ func.func @contractions(%a: tensor<2x1x4x8xf32>, %b: tensor<3x8x5xf32>, %v: tens
   %2 = hpc.gemm %g, %h {trans_a = true, trans_b = true} : (tensor<8x4xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
   // CHECK: hpc.gemm %{{.+}}, %{{.+}}, %{{.+}} {alpha = 5.000000e-01 : f64, beta = 2.000000e+00 : f64, trans_a = true, trans_b = true} : (tensor<8x4xf32>, tensor<5x8xf32>, tensor<5xf32>) -> tensor<4x5xf32>
   %3 = hpc.gemm %g, %h, %bias {alpha = 0.5 : f64, beta = 2.0 : f64, trans_a = true, trans_b = true} : (tensor<8x4xf32>, tensor<5x8xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: hpc.gemm %{{.+}}, %{{.+}}, %{{.+}} {activation = "gelu_tanh", trans_b = true} : (tensor<8x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<8x5xf32>
+  %4 = hpc.gemm %g, %k, %bias {activation = "gelu_tanh", trans_b = true} : (tensor<8x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<8x5xf32>
+  // The default activation is not printed.
+  // CHECK: hpc.gemm %{{.+}}, %{{.+}} {trans_b = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
+  %5 = hpc.gemm %g, %g {activation = "none", trans_b = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
   return
 }
 
@@ -144,6 +150,8 @@ func.func @convolutions(%x: tensor<2x8x10x10xf32>, %w: tensor<16x2x3x3xf32>, %b:
   %0 = hpc.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 1, 2, 3>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<2x8x10x10xf32>, tensor<16x2x3x3xf32>, tensor<16xf32>) -> tensor<2x16x10x12xf32>
   // CHECK: hpc.conv %{{.+}}, %{{.+}} {dilations = array<i64: 2, 2>, group = 4 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x8x10x10xf32>, tensor<16x2x3x3xf32>) -> tensor<2x16x3x3xf32>
   %1 = hpc.conv %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 2, 2>, group = 4 : i64} : (tensor<2x8x10x10xf32>, tensor<16x2x3x3xf32>) -> tensor<2x16x3x3xf32>
+  // CHECK: hpc.conv %{{.+}}, %{{.+}}, %{{.+}} {activation = "silu", dilations = array<i64: 1, 1>, group = 4 : i64, pads = array<i64: 0, 1, 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x8x10x10xf32>, tensor<16x2x3x3xf32>, tensor<16xf32>) -> tensor<2x16x10x12xf32>
+  %3 = hpc.conv %x, %w, %b {activation = "silu", strides = array<i64: 1, 1>, pads = array<i64: 0, 1, 2, 3>, dilations = array<i64: 1, 1>, group = 4 : i64} : (tensor<2x8x10x10xf32>, tensor<16x2x3x3xf32>, tensor<16xf32>) -> tensor<2x16x10x12xf32>
   // CHECK: hpc.conv_transpose %{{.+}}, %{{.+}} {dilations = array<i64: 1, 1>, group = 2 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x12x12xf32>
   %2 = hpc.conv_transpose %y, %tw {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x12x12xf32>
   return

@@ -170,6 +170,20 @@ func.func @gemm_c(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x1x5xf32
 
 // -----
 
+func.func @gemm_activation(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'hpc.gemm' op activation must be one of "none", "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu", got "leaky_relu"}}
+  %0 = hpc.gemm %a, %b {activation = "leaky_relu"} : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv_activation(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) {
+  // expected-error @+1 {{'hpc.conv' op activation must be one of "none", "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu", got "gelu_erf"}}
+  %0 = hpc.conv %x, %w {activation = "gelu_erf", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,198 @@
+//===- Dnnl.cpp - oneDNN engine, descriptors and cached primitives ---------===//
+
+#include "Dnnl.h"
+
+#include <omp.h>
+
+namespace hpcrt::onednn {
+
+dn::engine &engine() {
+  static dn::engine e(dn::engine::kind::cpu, 0);
+  return e;
+}
+
+dn::stream &stream() {
+  static dn::stream s(engine());
+  return s;
+}
+
+ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) {
+  if (threads != saved_)
+    omp_set_num_threads(threads);
+}
+
+ThreadScope::~ThreadScope() {
+  if (omp_get_max_threads() != saved_)
+    omp_set_num_threads(saved_);
+}
+
+int threadsFor(double flops) {
+  // ~100 us at the ~50 GFLOP/s of one core.
+  constexpr double kSerialFlops = 5e6;
+  return flops < kSerialFlops || inParallel() ? 1 : maxThreads();
+}
+
+dt dataType(int dtype) {
+  switch (dtype) {
+  case HPCRT_F32: return dt::f32;
+  case HPCRT_BF16: return dt::bf16;
+  case HPCRT_F16: return dt::f16;
+  default: return dt::undef;
+  }
+}
+
+dn::memory::desc plain(const dims &shape, dt type) {
+  dims strides(shape.size());
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = acc;
+    acc *= std::max<int64_t>(shape[d], 1);
+  }
+  return dn::memory::desc(shape, type, strides);
+}
+
+dn::memory::desc strided(const dims &shape, dt type, const dims &strides) {
+  return dn::memory::desc(shape, type, strides);
+}
+
+bool knownActivation(const std::string &a) {
+  return a == "none" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "sigmoid" ||
+         a == "tanh" || a == "silu";
+}
+
+void appendActivation(dn::post_ops &ops, const std::string &a) {
+  using alg = dn::algorithm;
+  if (a == "none")
+    return;
+  if (a == "relu")
+    ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+  else if (a == "gelu")
+    ops.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f);
+  else if (a == "gelu_tanh")
+    ops.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f);
+  else if (a == "sigmoid")
+    ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+  else if (a == "tanh")
+    ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+  else if (a == "silu")
+    ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
+  else
+    fail("unknown activation '" + a + "'");
+}
+
+std::string isaName() {
+  using isa = dn::cpu_isa;
+  switch (dn::get_effective_cpu_isa()) {
+  case isa::sse41: return "sse41";
+  case isa::avx: return "avx";
+  case isa::avx2: return "avx2";
+  case isa::avx2_vnni: return "avx2_vnni";
+  case isa::avx512_core: return "avx512_core";
+  case isa::avx512_core_vnni: return "avx512_core_vnni";
+  case isa::avx512_core_bf16: return "avx512_core_bf16";
+  case isa::avx512_core_amx: return "avx512_core_amx";
+  default: return "other";
+  }
+}
+
+void noteWidened(OpCall &c, int dtype) {
+  if (dtype != HPCRT_BF16)
+    return;
+  c.ctx.setKernelNote("oneDNN has no bf16 kernels for this CPU (its instruction set here: " +
+                      isaName() +
+                      "; bf16 needs avx512_core or newer, fastest with AMX): the bf16 "
+                      "products run widened to f32 and rounded to bf16 once, the same "
+                      "numerics at f32 speed or slower");
+}
+
+dn::primitive_attr baseAttr() {
+  dn::primitive_attr attr;
+  attr.set_scratchpad_mode(dn::scratchpad_mode::user);
+  return attr;
+}
+
+std::string keyOf(const Tensor &t) {
+  return dtypeName(t.dtype) + shapeString(t.shape);
+}
+
+void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data) {
+  std::unordered_map<int, dn::memory> run;
+  for (const auto &[arg, ptr] : data) {
+    auto it = args.find(arg);
+    if (it == args.end())
+      fail("oneDNN: the primitive has no argument " + std::to_string(arg));
+    it->second.set_data_handle(const_cast<void *>(ptr));
+    run.emplace(arg, it->second);
+  }
+  if (scratchpadBytes) {
+    dn::memory &sp = args.at(DNNL_ARG_SCRATCHPAD);
+    sp.set_data_handle(ctx.scratchpad(scratchpadBytes));
+    run.emplace(DNNL_ARG_SCRATCHPAD, sp);
+  }
+  ThreadScope scope(threads);
+  prim.execute(stream(), run);
+  stream().wait();
+}
+
+const void *reorderedWeights(Primitive &p, int arg, const dn::memory::desc &srcMd,
+                             const void *src) {
+  if (p.weightsReady)
+    return p.weights.data();
+  dn::memory::desc want = p.args.at(arg).get_desc();
+  p.weights = Buffer(want.get_size());
+  dn::memory from(srcMd, engine(), const_cast<void *>(src));
+  dn::memory to(want, engine(), p.weights.data());
+  ThreadScope scope(p.threads);
+  dn::reorder(from, to).execute(stream(), from, to);
+  stream().wait();
+  p.heldBytes = p.weights.size();
+  p.weightsReady = true;
+  return p.weights.data();
+}
+
+ConvShape convShape(const Tensor &x, const Tensor &y, const ConvGeom &g, int64_t group,
+                    bool transposed) {
+  ConvShape s;
+  if (g.r < 1 || g.r > 3)
+    return s;
+  int64_t N = x.shape[0], C = x.shape[1], M = y.shape[1];
+  s.src = {N, C};
+  s.dst = {N, M};
+  for (int d = 0; d < g.r; ++d) {
+    s.src.push_back(g.in[d]);
+    s.dst.push_back(g.out[d]);
+    int64_t span = g.dil[d] * (g.k[d] - 1) + 1;
+    s.strides.push_back(g.stride[d]);
+    s.dilation.push_back(g.dil[d] - 1);
+    if (g.padB[d] < 0) // conv_transpose's negative pads: the own path
+      return s;
+    s.padL.push_back(g.padB[d]);
+    int64_t padR = transposed ? (g.in[d] - 1) * g.stride[d] + span - g.padB[d] - g.out[d]
+                              : (g.out[d] - 1) * g.stride[d] + span - g.in[d] - g.padB[d];
+    if (padR < 0)
+      return s;
+    s.padR.push_back(padR);
+  }
+  s.bias = {M};
+  // Filter dims as oneDNN names them ([g,] OC, IC, K...) with the strides of
+  // the ONNX layout: conv [g, OC/g, IC/g, K...], conv_transpose [g, IC/g, OC/g, K...].
+  int64_t Og = M / group, Ig = C / group, K = g.kSize;
+  int64_t oStride = transposed ? K : Ig * K, iStride = transposed ? Og * K : K;
+  if (group > 1) {
+    s.weights = {group, Og, Ig};
+    s.weightsStrides = {Og * Ig * K, oStride, iStride};
+  } else {
+    s.weights = {Og, Ig};
+    s.weightsStrides = {oStride, iStride};
+  }
+  int64_t acc = K;
+  for (int d = 0; d < g.r; ++d) {
+    s.weights.push_back(g.k[d]);
+    acc /= g.k[d];
+    s.weightsStrides.push_back(acc);
+  }
+  s.ok = true;
+  return s;
+}
+
+} // namespace hpcrt::onednn

@@ -1,0 +1,176 @@
+//===- Dnnl.h - oneDNN primitives behind the CPU kernels --------*- C++ -*-===//
+//
+// The CPU backend's products (matmul, gemm, convolution, deconvolution and
+// the convolution's weight gradient) run on oneDNN primitives. The compiler
+// fixes every shape, so each op's primitive is made once, by the setup run
+// at start (Context::beginSetup) or by the op's first call, and kept in the
+// op's KernelState with one memory object per argument whose data handle is
+// set per call. Scratchpads are user-managed: every primitive reports its
+// size at creation and all share the context's one scratchpad buffer.
+// Weights that never change (the weights region) are reordered once into
+// the layout the primitive picked for this CPU.
+//
+// Where oneDNN has no implementation (a dtype this CPU lacks, such as bf16
+// without AVX512-BF16/AMX; f64; an attribute combination), primitiveFor()
+// records that, and the kernel runs its own code path instead.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPCRT_CPU_DNNL_H
+#define HPCRT_CPU_DNNL_H
+
+#include "Kernel.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hpcrt::onednn {
+
+namespace dn = ::dnnl;
+using dims = dn::memory::dims;
+using dt = dn::memory::data_type;
+
+/// The process's CPU engine and its in-order stream.
+dn::engine &engine();
+dn::stream &stream();
+
+/// oneDNN's data type of a runtime dtype (dt::undef: none).
+dt dataType(int dtype);
+
+/// A plain (row-major) memory descriptor.
+dn::memory::desc plain(const dims &shape, dt type);
+/// A memory descriptor with explicit element strides.
+dn::memory::desc strided(const dims &shape, dt type, const dims &strides);
+
+/// Whether `activation` names a fused epilogue the runtime knows ("none",
+/// "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu").
+bool knownActivation(const std::string &activation);
+/// Appends the eltwise post-op of `activation` (nothing for "none").
+void appendActivation(dn::post_ops &ops, const std::string &activation);
+
+/// OpenMP's thread count for a scope (oneDNN reads it when it makes a
+/// primitive and when it runs one: both happen under the same count).
+class ThreadScope {
+public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope &) = delete;
+  ThreadScope &operator=(const ThreadScope &) = delete;
+
+private:
+  int saved_;
+};
+
+/// The threads a primitive of `flops` floating-point operations runs on:
+/// one below ~100 us of work. An OpenMP region waits for all its threads,
+/// and on a busy machine a second thread may not be scheduled for a whole
+/// time slice; small products are fastest in the calling thread (as
+/// parallelFor decides for the runtime's own pool).
+int threadsFor(double flops);
+
+/// One op's primitive and the memory objects of its arguments.
+struct Primitive : KernelState {
+  std::string key; ///< what it was made for (shapes, dtypes, attributes)
+  bool available = false; ///< false: oneDNN has no implementation here
+  int threads = 1;        ///< OpenMP threads it was made for and runs on
+  dn::primitive prim;
+  std::unordered_map<int, dn::memory> args;
+  size_t scratchpadBytes = 0;
+  /// Read-only weights in the primitive's own layout (reordered once).
+  Buffer weights;
+  bool weightsReady = false;
+
+  /// Runs the primitive on these (argument, data) pairs, with the context's
+  /// scratchpad.
+  void execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data);
+};
+
+/// What primitiveFor's `make` fills in: the primitive descriptor (empty
+/// when oneDNN has no implementation) and the argument descriptors.
+struct Made {
+  dn::primitive_desc_base pd;
+  dn::primitive prim;
+  std::vector<std::pair<int, dn::memory::desc>> args;
+};
+
+/// The op's primitive for `key`: made by make() (returning Made) when the op
+/// has none yet or has one for another key (a test reusing an op number).
+/// `flops` sizes its thread count (threadsFor).
+template <typename MakeFn>
+Primitive &primitiveFor(OpCall &c, const std::string &key, double flops, MakeFn &&make) {
+  auto *p = dynamic_cast<Primitive *>(c.ctx.kernelState(c.op));
+  if (p && p->key == key)
+    return *p;
+  auto fresh = std::make_unique<Primitive>();
+  fresh->key = key;
+  fresh->threads = threadsFor(flops);
+  try {
+    ThreadScope scope(fresh->threads);
+    Made m = make();
+    if (m.pd) {
+      fresh->available = true;
+      fresh->prim = std::move(m.prim);
+      for (auto &[arg, md] : m.args)
+        fresh->args.emplace(arg, dn::memory(md, engine(), DNNL_MEMORY_NONE));
+      dn::memory::desc sp = m.pd.scratchpad_desc();
+      fresh->scratchpadBytes = sp.get_size();
+      if (fresh->scratchpadBytes)
+        fresh->args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(sp, engine(), DNNL_MEMORY_NONE));
+      c.ctx.requireScratchpad(fresh->scratchpadBytes);
+    }
+  } catch (const dn::error &e) {
+    if (e.status != dnnl_unimplemented)
+      fail(std::string("oneDNN: ") + e.what());
+  }
+  Primitive &ref = *fresh;
+  c.ctx.setKernelState(c.op, std::move(fresh));
+  return ref;
+}
+
+/// The name of the instruction set oneDNN uses on this CPU ("avx2", ...).
+std::string isaName();
+
+/// Records (Context::setKernelNote) that a product of `dtype` has no oneDNN
+/// kernel on this CPU and runs widened to f32; only bf16 gets a note (the
+/// precision a user asks for with --precision=bf16).
+void noteWidened(OpCall &c, int dtype);
+
+/// The attributes every primitive here is made with (user scratchpad).
+dn::primitive_attr baseAttr();
+
+/// A descriptor key piece: "f32[2,3]".
+std::string keyOf(const Tensor &t);
+
+/// Runs the reorder of `src` (described by srcMd) into p.weights (the
+/// layout of the primitive's argument `arg`) once; returns p.weights' data.
+const void *reorderedWeights(Primitive &p, int arg, const dn::memory::desc &srcMd,
+                             const void *src);
+
+/// oneDNN's view of a convolution (or, `transposed`, a deconvolution) of
+/// x [N, C, D...] into y [N, M, O...] with `group` groups, at most 3
+/// spatial dimensions: sizes, the filter's descriptor over the ONNX layout
+/// ([M, C/g, K...]; transposed [C, M/g, K...]), strides, dilations (oneDNN
+/// counts from 0) and paddings (the right ones from the output size, so
+/// ONNX's floor rule fits).
+struct ConvShape {
+  dims src, dst, weights, bias, strides, dilation, padL, padR;
+  dims weightsStrides;
+  /// False: oneDNN cannot express it (rank, a negative right padding).
+  bool ok = false;
+};
+ConvShape convShape(const Tensor &x, const Tensor &y, const ConvGeom &g, int64_t group,
+                    bool transposed);
+
+/// conv_weight_grad on oneDNN's convolution backward-weights primitive:
+/// dw of the forward conv x * dw -> dy (defined in KernelsLinalg.cpp next
+/// to the forward paths). False: the own path runs.
+bool convWeightGrad(OpCall &c, const Tensor &x, const Tensor &dy, Tensor &dw,
+                    const ConvGeom &g, int64_t group);
+
+} // namespace hpcrt::onednn
+
+#endif // HPCRT_CPU_DNNL_H
