@@ -247,6 +247,16 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
       }
       x.numel = numElements(x.shape);
       x.bytes = static_cast<size_t>(x.numel) * dtypeSize(x.dtype);
+      if (t.contains("layout")) {
+        std::string layout = strField(t, "layout", where);
+        if (layout == "blocked")
+          x.blocked = true;
+        else if (layout != "plain")
+          fail("manifest: " + where + ".layout '" + layout + "' is not plain or blocked");
+        if (x.blocked && (x.dtype != HPCRT_F32 || x.shape.size() != 4 || x.shape[1] % 16))
+          fail("manifest: " + where + " is blocked but not an f32 [N, C, H, W] tensor with C "
+               "a multiple of 16");
+      }
       std::string region = strField(t, "region", where);
       if (region == "input") {
         x.region = Region::Input;

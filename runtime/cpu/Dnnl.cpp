@@ -55,6 +55,15 @@ dn::memory::desc strided(const dims &shape, dt type, const dims &strides) {
   return dn::memory::desc(shape, type, strides);
 }
 
+dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type) {
+  if (!blocked)
+    return plain(shape, type);
+  int isa = static_cast<int>(dn::get_effective_cpu_isa());
+  bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return dn::memory::desc(shape, type,
+                          avx512 ? dn::memory::format_tag::nChw16c : dn::memory::format_tag::nChw8c);
+}
+
 bool knownActivation(const std::string &a) {
   return a == "none" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "sigmoid" ||
          a == "tanh" || a == "silu";
@@ -116,21 +125,21 @@ std::string keyOf(const Tensor &t) {
 }
 
 void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data) {
-  std::unordered_map<int, dn::memory> run;
+  // The stored argument map is passed as it is (no map built per call):
+  // only the data handles change.
   for (const auto &[arg, ptr] : data) {
     auto it = args.find(arg);
     if (it == args.end())
       fail("oneDNN: the primitive has no argument " + std::to_string(arg));
     it->second.set_data_handle(const_cast<void *>(ptr));
-    run.emplace(arg, it->second);
   }
-  if (scratchpadBytes) {
-    dn::memory &sp = args.at(DNNL_ARG_SCRATCHPAD);
-    sp.set_data_handle(ctx.scratchpad(scratchpadBytes));
-    run.emplace(DNNL_ARG_SCRATCHPAD, sp);
-  }
+  if (data.size() + (scratchpadBytes ? 1 : 0) != args.size())
+    fail("oneDNN: " + std::to_string(args.size()) + " arguments expected, " +
+         std::to_string(data.size()) + " given");
+  if (scratchpadBytes)
+    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad(scratchpadBytes));
   ThreadScope scope(threads);
-  prim.execute(stream(), run);
+  prim.execute(stream(), args);
   stream().wait();
 }
 

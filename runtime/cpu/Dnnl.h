@@ -46,6 +46,14 @@ dn::memory::desc plain(const dims &shape, dt type);
 /// A memory descriptor with explicit element strides.
 dn::memory::desc strided(const dims &shape, dt type, const dims &strides);
 
+/// The descriptor of an activation tensor: plain, or (Tensor::blocked) the
+/// blocked channel layout of this CPU's direct convolutions (nChw16c with
+/// AVX-512, nChw8c otherwise).
+dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type);
+inline dn::memory::desc activationDesc(const Tensor &t, const dims &shape, dt type) {
+  return activationDesc(t.blocked, shape, type);
+}
+
 /// Whether `activation` names a fused epilogue the runtime knows ("none",
 /// "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu").
 bool knownActivation(const std::string &activation);

@@ -30,6 +30,13 @@ void OpCall::expect(size_t nResults, size_t nOperands) const {
          std::to_string(results.size()) + " and " + std::to_string(operands.size()));
 }
 
+bool readsBlocked(const char *mnemonic) {
+  for (const char *k : {"conv", "relu", "add", "max_pool", "global_avg_pool"})
+    if (strcmp(mnemonic, k) == 0)
+      return true;
+  return false;
+}
+
 void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
                const double *fa, const char *const *sa, const char *mnemonic,
                KernelFn fn, KernelKind kind) {
@@ -73,6 +80,12 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
     for (Tensor *r : c.results)
       if (r->region != Region::Arena)
         fail("result tensor is not in the arena");
+    if (!readsBlocked(mnemonic))
+      for (const std::vector<Tensor *> *list : {&c.results, &c.operands})
+        for (Tensor *t : *list)
+          if (t && t->blocked)
+            fail("this kernel does not read or write the blocked layout (a tensor " +
+                 shapeString(t->shape) + " is blocked)");
     fn(c);
     if (!setup)
       for (Tensor *r : c.results)
@@ -113,6 +126,13 @@ void checkShape(const Tensor &t, const std::vector<int64_t> &shape, const char *
   if (t.shape != shape)
     fail(std::string(what) + " has shape " + shapeString(t.shape) + ", expected " +
          shapeString(shape));
+}
+
+void checkSameLayout(std::initializer_list<const Tensor *> ts, const char *what) {
+  bool first = (*ts.begin())->blocked;
+  for (const Tensor *t : ts)
+    if (t->blocked != first)
+      fail(std::string(what) + ": operands and result mix the plain and blocked layouts");
 }
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {

@@ -250,6 +250,12 @@ enum class KernelKind {
   Stateful,
 };
 
+/// Whether the kernel `mnemonic` handles tensors in the blocked layout
+/// (Tensor::blocked): conv, max_pool and global_avg_pool on oneDNN, relu
+/// and add elementwise over equal layouts (the compiler's hpc-plan-layouts
+/// blocks nothing else). runKernel refuses blocked tensors elsewhere.
+bool readsBlocked(const char *mnemonic);
+
 /// Runs one kernel call. `mnemonic` is the op name without "hpc." ("matmul")
 /// or a full op name ("dist.all_reduce"). In the setup run only Stateful
 /// kernels run.
@@ -298,6 +304,8 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what = "axis");
 void checkDtype(const Tensor &t, int dtype, const char *what);
 void checkSameDtype(const Tensor &a, const Tensor &b, const char *what);
 void checkShape(const Tensor &t, const std::vector<int64_t> &shape, const char *what);
+/// Fails unless all are blocked or all plain (elementwise kernels).
+void checkSameLayout(std::initializer_list<const Tensor *> ts, const char *what);
 /// Row-major element strides of a shape.
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 /// Reads an integer (or float, truncated) tensor as int64 values.

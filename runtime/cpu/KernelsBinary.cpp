@@ -22,6 +22,12 @@ void binary(OpCall &c, const char *what, F op) {
   c.expect(1, 2);
   Tensor &a = c.in(0), &b = c.in(1), &y = c.out();
   checkSameDtype(a, b, what);
+  if (a.blocked || b.blocked || y.blocked) {
+    // Elementwise over the same layout: the flat walk below (no broadcast).
+    checkSameLayout({&a, &b, &y}, what);
+    checkShape(b, a.shape, "second operand");
+    checkShape(y, a.shape, "result");
+  }
   if (BoolResult)
     checkDtype(y, HPCRT_BOOL, "result");
   else

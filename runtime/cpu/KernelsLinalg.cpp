@@ -411,6 +411,34 @@ dt productType(int dtype) {
   return type == dt::f32 || type == dt::bf16 ? type : dt::undef;
 }
 
+/// The row pitch (elements) of a constant right operand's copy: rows whose
+/// bytes are a multiple of 1 KiB are padded by 64 bytes. oneDNN's gemm
+/// reads B's rows at that pitch, and pitches of 3 KiB, 8 KiB or 12 KiB put
+/// a panel's rows into the same L1 sets: 128x768x3072 runs at 38 GFLOP/s
+/// with B's rows 12 KiB apart and at 79 with 12 KiB + 64 (AVX2,
+/// docs/benchmarks.md).
+int64_t paddedPitch(int64_t elements, size_t elementBytes) {
+  int64_t bytes = elements * static_cast<int64_t>(elementBytes);
+  return bytes % 1024 == 0 ? elements + 64 / static_cast<int64_t>(elementBytes) : elements;
+}
+
+/// The descriptor of a 2-D right operand [K, N] stored with row pitch `ld`
+/// ([N, K] rows when transposed).
+dn::memory::desc rightDesc(int64_t K, int64_t N, bool tb, int64_t ld, dt type) {
+  return onednn::strided({K, N}, type, tb ? dims{1, ld} : dims{ld, 1});
+}
+
+/// The data a product reads for its right operand b (K x N, transposed when
+/// tb): the tensor itself, or, for a constant weight whose rows would
+/// alias in the cache, its copy with padded rows made once.
+const void *rightData(onednn::Primitive &p, const Tensor &b, int64_t K, int64_t N, bool tb,
+                      bool padded, dt type) {
+  if (!padded)
+    return b.data;
+  return onednn::reorderedWeights(p, DNNL_ARG_WEIGHTS,
+                                  rightDesc(K, N, tb, tb ? K : N, type), b.data);
+}
+
 onednn::Made makeMatmul(const dn::memory::desc &a, const dn::memory::desc &b,
                         const dn::memory::desc *bias, const dn::memory::desc &y,
                         const dn::primitive_attr &attr) {
@@ -456,18 +484,26 @@ bool matmulOnednn(OpCall &c, const Tensor &a, const Tensor &b, Tensor &y,
     yd.push_back(M);
     yd.push_back(N);
   }
-  std::string key = "matmul " + onednn::keyOf(a) + onednn::keyOf(b) + onednn::keyOf(y);
+  // A constant 2-D right operand whose rows alias in the cache is read
+  // from a copy with padded rows.
+  size_t esize = dtypeSize(y.dtype);
+  bool pad = collapse && b.region == Region::Weights && paddedPitch(N, esize) != N;
+  std::string key = "matmul " + onednn::keyOf(a) + onednn::keyOf(b) + onednn::keyOf(y) +
+                    (pad ? " padded" : "");
   double flops = 2.0 * numElements(batch) * M * N * K;
   onednn::Primitive &p = onednn::primitiveFor(c, key, flops, [&] {
-    return makeMatmul(onednn::plain(ad, type), onednn::plain(bd, type), nullptr,
-                      onednn::plain(yd, type), onednn::baseAttr());
+    dn::memory::desc bm = pad ? rightDesc(K, N, false, paddedPitch(N, esize), type)
+                              : onednn::plain(bd, type);
+    return makeMatmul(onednn::plain(ad, type), bm, nullptr, onednn::plain(yd, type),
+                      onednn::baseAttr());
   });
   if (!p.available) {
     onednn::noteWidened(c, y.dtype);
     return false;
   }
+  const void *bdata = rightData(p, b, K, N, false, pad, type);
   if (!c.setup)
-    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, b.data}, {DNNL_ARG_DST, y.data}});
+    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, bdata}, {DNNL_ARG_DST, y.data}});
   return true;
 }
 
@@ -483,12 +519,16 @@ bool gemmOnednn(OpCall &c, const Tensor &a, const Tensor &b, const Tensor *cc, T
     return false;
   if (useC && cc->dtype != y.dtype)
     return false;
-  std::string key = "gemm " + onednn::keyOf(a) + onednn::keyOf(b) +
+  size_t esize = dtypeSize(y.dtype);
+  int64_t ldb = tb ? K : N;
+  bool pad = b.region == Region::Weights && paddedPitch(ldb, esize) != ldb;
+  std::string key = std::string(pad ? "gemm padded " : "gemm ") + onednn::keyOf(a) +
+                    onednn::keyOf(b) +
                     (useC ? onednn::keyOf(*cc) : "-") + onednn::keyOf(y) + activation +
                     (ta ? " ta" : "") + (tb ? " tb" : "") + " " + std::to_string(alpha);
   onednn::Primitive &p = onednn::primitiveFor(c, key, 2.0 * M * N * K, [&] {
     dn::memory::desc am = onednn::strided({M, K}, type, ta ? dims{1, M} : dims{K, 1});
-    dn::memory::desc bm = onednn::strided({K, N}, type, tb ? dims{1, K} : dims{N, 1});
+    dn::memory::desc bm = rightDesc(K, N, tb, pad ? paddedPitch(ldb, esize) : ldb, type);
     dn::memory::desc ym = onednn::plain({M, N}, type);
     dn::primitive_attr attr = onednn::baseAttr();
     if (alpha != 1.0)
@@ -506,15 +546,16 @@ bool gemmOnednn(OpCall &c, const Tensor &a, const Tensor &b, const Tensor *cc, T
     onednn::noteWidened(c, y.dtype);
     return false;
   }
+  const void *bdata = rightData(p, b, K, N, tb, pad, type);
   if (c.setup)
     return true;
   if (useC)
     p.execute(c.ctx, {{DNNL_ARG_SRC, a.data},
-                      {DNNL_ARG_WEIGHTS, b.data},
+                      {DNNL_ARG_WEIGHTS, bdata},
                       {DNNL_ARG_BIAS, cc->data},
                       {DNNL_ARG_DST, y.data}});
   else
-    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, b.data}, {DNNL_ARG_DST, y.data}});
+    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, bdata}, {DNNL_ARG_DST, y.data}});
   return true;
 }
 
@@ -859,13 +900,15 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   std::string key = std::string(transposed ? "deconv " : "conv ") + onednn::keyOf(x) +
                     onednn::keyOf(w) + (bias ? onednn::keyOf(*bias) : "-") +
                     onednn::keyOf(y) + activation + geomKey(s, group) +
-                    (constant ? " const" : "");
+                    (constant ? " const" : "") + (x.blocked ? " xb" : "") +
+                    (y.blocked ? " yb" : "");
   // Multiply-adds: every output element of a conv (every input element of
   // a deconvolution) meets C/group * K filter taps.
   double flops = 2.0 * (transposed ? x.numel * (w.numel / x.shape[1])
                                    : y.numel * (w.numel / y.shape[1]));
   onednn::Primitive &p = onednn::primitiveFor(c, key, flops, [&] {
-    dn::memory::desc src = onednn::plain(s.src, type), dst = onednn::plain(s.dst, type);
+    dn::memory::desc src = onednn::activationDesc(x, s.src, type);
+    dn::memory::desc dst = onednn::activationDesc(y, s.dst, type);
     dn::memory::desc wm = filterDesc(s, type, constant), bm = onednn::plain(s.bias, type);
     dn::primitive_attr attr = onednn::baseAttr();
     dn::post_ops ops;
@@ -1113,11 +1156,14 @@ HPCRT_STATEFUL_KERNEL(conv) {
   // 0.10 ms per run on directConv against 0.17 ms on oneDNN's gemm:jit
   // convolution, AVX2, docs/benchmarks.md) stay on the own direct kernel,
   // whose per-call cost is lower; everything else runs on oneDNN.
-  bool smallDirect = y.dtype == HPCRT_F32 && simdLevel() > 0 && !pointwise &&
+  bool smallDirect = !x.blocked && !y.blocked && y.dtype == HPCRT_F32 && simdLevel() > 0 &&
+                     !pointwise &&
                      g.stride[g.r - 1] == 1 &&
                      2.0 * static_cast<double>(y.numel) * static_cast<double>(w.numel / M) < 5e6;
   if (!smallDirect && convOnednn(c, x, w, bias, y, g, group, activation, false))
     return;
+  if (x.blocked || y.blocked)
+    fail("conv: oneDNN has no convolution for this blocked-layout case");
   if (c.setup)
     return;
   inFloatType("conv", {&x, &w, bias}, y, [&](auto tag, auto &ptrs, void *out) {

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dnnl.h"
 #include "Kernel.h"
 #include "Simd.h"
 
@@ -183,13 +184,67 @@ template <typename T> bool anyNaN(const T *p, int64_t n) {
 
 } // namespace
 
-HPCRT_KERNEL(max_pool) {
+namespace {
+
+namespace dn = ::dnnl;
+
+/// Pooling over a blocked-layout x [N, C, H, W] on oneDNN (the own kernels
+/// read plain tensors): max over the windows, or the average over the whole
+/// plane into a [N, C, 1, 1] result (whose bytes are the same in both
+/// layouts, C being a multiple of the block). The right paddings come from
+/// the output size, so ceil_mode fits; max pooling never reads them.
+void poolBlocked(OpCall &c, const Tensor &x, Tensor &y, bool isMax, const PoolGeom &g) {
+  using onednn::dims;
+  if (!x.blocked || (isMax && !y.blocked) || g.r != 2)
+    fail("pooling: a blocked input needs a 2-D pooling with a blocked result");
+  dims src = {x.shape[0], x.shape[1], g.in[0], g.in[1]};
+  dims dst = {y.shape[0], y.shape[1], g.out[0], g.out[1]};
+  dims kernel = {g.k[0], g.k[1]}, strides = {g.stride[0], g.stride[1]};
+  dims padL = {g.padB[0], g.padB[1]}, padR(2);
+  for (int d = 0; d < 2; ++d) {
+    if (g.dil[d] != 1)
+      fail("pooling: a blocked input needs dilations of 1");
+    padR[d] = (g.out[d] - 1) * g.stride[d] + g.k[d] - g.in[d] - g.padB[d];
+  }
+  std::string key = std::string(isMax ? "max_pool " : "avg_pool ") + onednn::keyOf(x) +
+                    onednn::keyOf(y);
+  for (const dims *v : {&kernel, &strides, &padL, &padR})
+    for (int64_t e : *v)
+      key += "," + std::to_string(e);
+  onednn::Primitive &p = onednn::primitiveFor(c, key, static_cast<double>(x.numel), [&] {
+    auto alg = isMax ? dn::algorithm::pooling_max : dn::algorithm::pooling_avg_exclude_padding;
+    dn::pooling_forward::desc d(dn::prop_kind::forward_inference, alg,
+                                onednn::activationDesc(true, src, onednn::dt::f32),
+                                onednn::activationDesc(true, dst, onednn::dt::f32), strides,
+                                kernel, padL, padR);
+    dn::pooling_forward::primitive_desc pd(d, onednn::baseAttr(), onednn::engine(), true);
+    if (!pd)
+      return onednn::Made{};
+    onednn::Made m{pd, dn::pooling_forward(pd), {}};
+    m.args = {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_DST, pd.dst_desc()}};
+    return m;
+  });
+  if (!p.available)
+    fail("pooling: oneDNN has no pooling for this blocked-layout case");
+  if (!c.setup)
+    p.execute(c.ctx, {{DNNL_ARG_SRC, x.data}, {DNNL_ARG_DST, y.data}});
+}
+
+} // namespace
+
+HPCRT_STATEFUL_KERNEL(max_pool) {
   c.expect(1, 1);
   bool ceilMode = c.b();
   std::vector<int64_t> dil = c.ivec(), kernel = c.ivec(), pads = c.ivec(), strides = c.ivec();
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "max_pool");
   PoolGeom g = poolGeom(x, y, ceilMode, dil, kernel, pads, strides);
+  if (x.blocked || y.blocked) {
+    poolBlocked(c, x, y, true, g);
+    return;
+  }
+  if (c.setup)
+    return;
   dispatch<kNum>(x.dtype, "max_pool", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = C_t<T>;
@@ -328,7 +383,30 @@ template <bool Max> void globalPool(OpCall &c, const char *what) {
 }
 } // namespace
 
-HPCRT_KERNEL(global_avg_pool) { globalPool<false>(c, "global_avg_pool"); }
+HPCRT_STATEFUL_KERNEL(global_avg_pool) {
+  Tensor &x = c.in(0);
+  if (x.blocked) {
+    c.expect(1, 1);
+    Tensor &y = c.out();
+    checkSameDtype(x, y, "global_avg_pool");
+    checkShape(y, {x.shape[0], x.shape[1], 1, 1}, "result");
+    if (y.blocked)
+      fail("global_avg_pool: the [N, C, 1, 1] result is plain");
+    PoolGeom g;
+    g.r = 2;
+    g.in = {x.shape[2], x.shape[3]};
+    g.out = {1, 1};
+    g.k = g.in;
+    g.stride = {1, 1};
+    g.dil = {1, 1};
+    g.padB = {0, 0};
+    poolBlocked(c, x, y, false, g);
+    return;
+  }
+  if (c.setup)
+    return;
+  globalPool<false>(c, "global_avg_pool");
+}
 HPCRT_KERNEL(global_max_pool) { globalPool<true>(c, "global_max_pool"); }
 
 //===----------------------------------------------------------------------===//

@@ -18,6 +18,7 @@ template <unsigned Set, typename F> void unary(OpCall &c, const char *what, F op
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, what);
   checkShape(y, x.shape, "result");
+  checkSameLayout({&x, &y}, what);
   int64_t n = x.numel;
   dispatch<Set>(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -42,6 +43,7 @@ bool vectorUnary(OpCall &c, const char *what, RowFn row512, RowFn row256) {
     return false;
   checkSameDtype(x, y, what);
   checkShape(y, x.shape, "result");
+  checkSameLayout({&x, &y}, what);
   RowFn row = simdLevel() == 2 ? row512 : row256;
   const float *p = x.as<float>();
   float *q = y.as<float>();
