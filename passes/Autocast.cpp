@@ -16,18 +16,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16Data.h"
+
 #include "hpc/Passes.h"
-#include "hpc/Target/ProgramPlan.h"
 
 #include "Dist/DistOps.h"
 #include "HPC/HPCBuilder.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
-
-#include <cstring>
 
 namespace hpc {
 #define GEN_PASS_DEF_HPCAUTOCAST
@@ -75,38 +73,6 @@ bool castsProduct(Operation *product) {
   return anyFloat && product->getNumResults() == 1 && isF32Tensor(product->getResult(0));
 }
 
-/// The bf16 of an f32 given by its bits: round to nearest even; a NaN stays
-/// a quiet NaN of its sign. The runtime's f32 -> bf16 casts do the same
-/// (runtime/include/hpcrt.h), so data cast here equals data cast there.
-uint16_t bf16Bits(uint32_t f32) {
-  if ((f32 & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t(((f32 >> 16) & 0x8000u) | 0x7fc0u);
-  return uint16_t((f32 + 0x7fffu + ((f32 >> 16) & 1u)) >> 16);
-}
-
-/// f32 data as bf16 data of `type`; null when the data cannot be read (a
-/// resource without its blob).
-ElementsAttr bf16Data(ElementsAttr value, RankedTensorType type, StringRef name) {
-  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && dense.isSplat()) {
-    float f = dense.getSplatValue<APFloat>().convertToFloat();
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    APFloat b(APFloat::BFloat(), APInt(16, bf16Bits(bits)));
-    return DenseElementsAttr::get(type, b);
-  }
-  FailureOr<std::string> bytes = hpc::elementBytesOf(value);
-  if (failed(bytes) || int64_t(bytes->size()) != type.getNumElements() * 4)
-    return {};
-  std::string out(bytes->size() / 2, '\0');
-  for (size_t i = 0, n = bytes->size() / 4; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, bytes->data() + 4 * i, 4);
-    uint16_t half = bf16Bits(bits);
-    std::memcpy(out.data() + 2 * i, &half, 2);
-  }
-  return hpc::elementsFromBytes(type, name, ArrayRef<char>(out.data(), out.size()));
-}
-
 /// The rewrite of one module: the bf16 value of every value a product reads,
 /// built once.
 class Autocaster {
@@ -126,7 +92,6 @@ private:
   Value bf16Of(Value v, Operation *product);
   Value makeBf16(Value v, Operation *product);
   bool castsCheaply(Value v);
-  Value storeData(Operation *op, RankedTensorType type);
 
   /// The op of `v`'s block that holds `product`: new values for `product`
   /// go right before it.
@@ -194,7 +159,8 @@ Value Autocaster::makeBf16(Value v, Operation *product) {
     return back.getInput();
   }
   if (def && isa<hpc::WeightOp, hpc::ConstantOp>(def))
-    if (Value data = storeData(def, type)) {
+    if (Value data = hpc::storeAsBf16(def)) {
+      ++stored;
       bypassed.push_back(def);
       return data;
     }
@@ -212,32 +178,6 @@ Value Autocaster::makeBf16(Value v, Operation *product) {
   }
   ++casts;
   return g.castTo(v, bf16);
-}
-
-/// A bf16 copy of weight or constant `op`'s data, beside it; null when its
-/// data cannot be read. A weight keeps its name (and, from a --shapes-only
-/// import, has no data).
-Value Autocaster::storeData(Operation *op, RankedTensorType type) {
-  OpBuilder b(op->getContext());
-  b.setInsertionPointAfter(op);
-  Operation *made = nullptr;
-  if (auto w = dyn_cast<hpc::WeightOp>(op)) {
-    ElementsAttr data;
-    if (std::optional<ElementsAttr> value = w.getValue())
-      if (!(data = bf16Data(*value, type, w.getName())))
-        return {};
-    made = hpc::WeightOp::create(b, w.getLoc(), type, w.getNameAttr(), data);
-  } else {
-    auto c = cast<hpc::ConstantOp>(op);
-    ElementsAttr data = bf16Data(c.getValue(), type, "constant");
-    if (!data)
-      return {};
-    made = hpc::ConstantOp::create(b, c.getLoc(), data);
-  }
-  for (NamedAttribute attr : op->getDiscardableAttrs())
-    made->setAttr(attr.getName(), attr.getValue());
-  ++stored;
-  return made->getResult(0);
 }
 
 void Autocaster::eraseDead() {

@@ -4,6 +4,10 @@
 // its epilogue; the runtime only obeys the ops' attributes. Two rewrites, in
 // this order, on every function:
 //
+// 0. hpc.matmul(A, hpc.transpose(W)) with W 2-D (a tied LM head reads the
+//    embedding this way) becomes hpc.gemm(A, W) with trans_b, between
+//    reshapes: the kernel reads W's rows as columns, and the transposed copy
+//    of W (a 154 MB copy per run for GPT-2 small's head) is never made.
 // 1. hpc.add(hpc.matmul(A, W), b) with W 2-D and b a vector over the output
 //    features becomes one hpc.gemm with C = b, between reshapes (views) that
 //    flatten A's leading dimensions and restore them.
@@ -11,16 +15,26 @@
 //    an hpc.gemm or hpc.conv, directly or through one hpc.reshape, becomes
 //    the product's `activation`.
 //
+// Both look through the cast back to f32 that hpc-autocast puts after a bf16
+// product: add(cast_f32(matmul_bf16), b) becomes cast_f32(gemm_bf16) with
+// the bias read as bf16 (the kernel adds it in f32 and rounds once, as
+// PyTorch's autocast linear layer with its bf16 bias), and act(cast_f32(p))
+// becomes cast_f32(p {activation}), the activation applied before the
+// rounding to bf16.
+//
 // An intermediate value is fused away only when its one use is the op that
 // absorbs it, so values another op still reads (a backward pass reads the
 // pre-activation) keep their own storage.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16Data.h"
+
 #include "hpc/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace hpc {
 #define GEN_PASS_DEF_HPCFUSEEPILOGUES
@@ -56,73 +70,210 @@ Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   return hpc::ReshapeOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(shape));
 }
 
-/// The matmul and bias of `add` when it is a bias add the gemm epilogue can
-/// do: `add(matmul(A, W), b)` in either operand order, the matmul's result
-/// used only here, W 2-D, A at least 2-D, b a vector over W's columns, and
-/// the add's result type the matmul's.
-std::optional<std::pair<hpc::MatMulOp, Value>> matchMatMulBias(hpc::AddOp add) {
+/// The hpc-autocast cast back of a bf16 product's result to f32 that
+/// defines `v`; null when `v` is no such cast.
+hpc::CastOp castBack(Value v) {
+  auto cast = v.getDefiningOp<hpc::CastOp>();
+  if (!cast)
+    return {};
+  RankedTensorType in = rankedOf(cast.getInput()), out = rankedOf(v);
+  if (!in || !out || !in.getElementType().isBF16() || !out.getElementType().isF32())
+    return {};
+  return cast;
+}
+
+/// Lets the ops that cast `v`, a cast back of a bf16 product's result, to
+/// bf16 again (hpc-autocast's operands of the next products, cast before the
+/// epilogue moved into the product) read the product's bf16 result: the
+/// round trip is exact. The cast back goes when nothing else reads it.
+void readBf16Directly(Value v) {
+  hpc::CastOp back = castBack(v);
+  if (!back)
+    return;
+  for (Operation *user : llvm::make_early_inc_range(v.getUsers())) {
+    auto again = dyn_cast<hpc::CastOp>(user);
+    if (again && again.getType() == back.getInput().getType()) {
+      again.getResult().replaceAllUsesWith(back.getInput());
+      again.erase();
+    }
+  }
+  if (back.getResult().use_empty())
+    back.erase();
+}
+
+/// A bias add the gemm epilogue can do: the matmul, the bias and, for a
+/// bf16 matmul, the cast of its result back to f32 that the add reads.
+struct MatMulBias {
+  hpc::MatMulOp mm;
+  Value bias;
+  hpc::CastOp back;
+};
+
+/// The bias add `add` is when the gemm epilogue can do it: `add(matmul(A,
+/// W), b)` or `add(cast_f32(matmul(A, W)), b)` in either operand order, the
+/// matmul's result (and the cast's) used only here, W 2-D, A at least 2-D, b
+/// a vector over W's columns of the add's element type, and the add's
+/// result type the matmul's (or the cast's).
+std::optional<MatMulBias> matchMatMulBias(hpc::AddOp add) {
   for (auto [product, bias] : {std::pair(add.getLhs(), add.getRhs()),
                                std::pair(add.getRhs(), add.getLhs())}) {
+    if (!product.hasOneUse() || add.getType() != product.getType())
+      continue;
+    hpc::CastOp back = castBack(product);
+    if (back) {
+      product = back.getInput();
+      if (!product.hasOneUse())
+        continue;
+    }
     auto mm = product.getDefiningOp<hpc::MatMulOp>();
-    if (!mm || !product.hasOneUse() || add.getType() != mm.getType())
+    if (!mm)
       continue;
     Value a = mm.getLhs(), w = mm.getRhs();
     if (!isStaticFloat(a) || !isStaticFloat(w) || !isStaticFloat(bias) ||
         !isStaticFloat(mm.getResult()))
       continue;
     if (rankedOf(w).getRank() != 2 || rankedOf(a).getRank() < 2 ||
-        rankedOf(bias).getElementType() != rankedOf(a).getElementType())
+        rankedOf(bias).getElementType() != rankedOf(add.getResult()).getElementType())
       continue;
     if (!isFeatureVector(bias, rankedOf(w).getDimSize(1)))
       continue;
-    return std::pair(mm, bias);
+    return MatMulBias{mm, bias, back};
   }
   return std::nullopt;
 }
 
-/// add(matmul(A, W), b) -> reshape(gemm(reshape(A), W, reshape(b))).
-void fuseMatMulBias(hpc::AddOp add, hpc::MatMulOp mm, Value bias) {
+/// The bf16 biases of one function's bf16 gemms, each value converted once:
+/// a weight or constant becomes bf16 data, a value cast back from bf16 is
+/// read before the cast, anything else gets one hpc.cast.
+class Bf16Biases {
+public:
+  /// The bf16 of the f32 `v`, valid where `user` is.
+  Value of(Value v, Operation *user);
+  /// Erases the f32 weights and constants that no op reads any more.
+  void eraseUnread();
+
+private:
+  llvm::DenseMap<Value, Value> cache;
+  SmallVector<Operation *> replaced;
+};
+
+Value Bf16Biases::of(Value v, Operation *user) {
+  if (Value known = cache.lookup(v))
+    return known;
+  Operation *def = v.getDefiningOp();
+  Value made;
+  if (hpc::CastOp back = castBack(v)) {
+    made = back.getInput();
+  } else if (isa_and_nonnull<hpc::WeightOp, hpc::ConstantOp>(def) &&
+             (made = hpc::storeAsBf16(def))) {
+    replaced.push_back(def);
+  } else {
+    // Before the op of v's block that holds the first user, so it dominates
+    // every later one.
+    OpBuilder b(v.getParentBlock()->findAncestorOpInBlock(*user));
+    auto type = rankedOf(v).clone(b.getBF16Type());
+    made = hpc::CastOp::create(b, v.getLoc(), type, v, TypeAttr::get(b.getBF16Type()));
+  }
+  cache[v] = made;
+  return made;
+}
+
+void Bf16Biases::eraseUnread() {
+  for (Operation *op : replaced)
+    if (op->use_empty())
+      op->erase();
+  replaced.clear();
+}
+
+/// add(matmul(A, W), b) -> reshape(gemm(reshape(A), W, reshape(b))), and
+/// add(cast_f32(matmul(A, W)), b) -> cast_f32(reshape(gemm(reshape(A), W,
+/// reshape(bf16 b)))).
+void fuseMatMulBias(hpc::AddOp add, MatMulBias match, Bf16Biases &bf16) {
+  hpc::MatMulOp mm = match.mm;
   OpBuilder b(add);
-  Location loc = b.getFusedLoc({mm.getLoc(), add.getLoc()});
+  Location loc = match.back ? b.getFusedLoc({mm.getLoc(), match.back.getLoc(), add.getLoc()})
+                            : b.getFusedLoc({mm.getLoc(), add.getLoc()});
   Value a = mm.getLhs(), w = mm.getRhs();
   ArrayRef<int64_t> aShape = rankedOf(a).getShape();
   int64_t rows = 1;
   for (int64_t d : aShape.drop_back())
     rows *= d;
   int64_t n = rankedOf(w).getDimSize(1);
+  Value bias = match.back ? bf16.of(match.bias, add) : match.bias;
   Value a2 = reshapeTo(b, loc, a, {rows, aShape.back()});
   Value c = reshapeTo(b, loc, bias, {n});
   auto gemm = hpc::GemmOp::create(b, loc, a2, w, c, APFloat(1.0), APFloat(1.0),
                                   /*trans_a=*/false, /*trans_b=*/false, "none");
   Value out = reshapeTo(b, loc, gemm.getResult(), mm.getType().getShape());
+  if (match.back)
+    out = hpc::CastOp::create(b, match.back.getLoc(), add.getType(), out,
+                              match.back.getToAttr());
   add.getResult().replaceAllUsesWith(out);
   add.erase();
+  if (match.back)
+    match.back.erase();
   mm.erase();
+  readBf16Directly(out);
 }
 
-/// The gemm or conv with no activation yet whose result `v` is, with `v`
-/// used only by the activation; null otherwise.
+/// Rewrite 0: `mm` = matmul(A, transpose(W)) with W 2-D, A at least 2-D,
+/// static float types and the transpose read only here.
+bool fuseTransposedWeight(hpc::MatMulOp mm) {
+  auto tr = mm.getRhs().getDefiningOp<hpc::TransposeOp>();
+  if (!tr || !tr.getResult().hasOneUse() || !isStaticFloat(mm.getLhs()) ||
+      !isStaticFloat(tr.getInput()) || !isStaticFloat(mm.getResult()))
+    return false;
+  Value a = mm.getLhs(), w = tr.getInput();
+  ArrayRef<int64_t> aShape = rankedOf(a).getShape();
+  if (rankedOf(w).getRank() != 2 || aShape.size() < 2 || tr.getPerm() != ArrayRef<int64_t>{1, 0})
+    return false;
+  OpBuilder b(mm);
+  Location loc = b.getFusedLoc({tr.getLoc(), mm.getLoc()});
+  int64_t rows = 1;
+  for (int64_t d : aShape.drop_back())
+    rows *= d;
+  Value a2 = reshapeTo(b, loc, a, {rows, aShape.back()});
+  auto gemm = hpc::GemmOp::create(b, loc, a2, w, Value(), APFloat(1.0), APFloat(0.0),
+                                  /*trans_a=*/false, /*trans_b=*/true, "none");
+  Value out = reshapeTo(b, loc, gemm.getResult(), mm.getType().getShape());
+  mm.getResult().replaceAllUsesWith(out);
+  mm.erase();
+  tr.erase();
+  return true;
+}
+
+/// The gemm or conv with no activation yet whose result `v` is, directly or
+/// through at most one hpc.reshape and one cast back from bf16 (in either
+/// order), each value on the way read only by the next op; null otherwise.
 Operation *unactivatedProduct(Value v) {
-  if (!v.hasOneUse())
-    return nullptr;
-  Operation *def = v.getDefiningOp();
-  if (auto gemm = dyn_cast_or_null<hpc::GemmOp>(def))
-    return gemm.getActivation() == "none" ? def : nullptr;
-  if (auto conv = dyn_cast_or_null<hpc::ConvOp>(def))
-    return conv.getActivation() == "none" ? def : nullptr;
+  bool reshaped = false, cast = false;
+  while (v.hasOneUse()) {
+    Operation *def = v.getDefiningOp();
+    if (auto gemm = dyn_cast_or_null<hpc::GemmOp>(def))
+      return gemm.getActivation() == "none" ? def : nullptr;
+    if (auto conv = dyn_cast_or_null<hpc::ConvOp>(def))
+      return conv.getActivation() == "none" ? def : nullptr;
+    if (auto reshape = dyn_cast_or_null<hpc::ReshapeOp>(def); reshape && !reshaped) {
+      reshaped = true;
+      v = reshape.getInput();
+    } else if (hpc::CastOp back = castBack(v); back && !cast) {
+      cast = true;
+      v = back.getInput();
+    } else {
+      return nullptr;
+    }
+  }
   return nullptr;
 }
 
-/// act(product) or act(reshape(product)) -> product {activation}; false
-/// when `act` does not have that form.
+/// act(product), act(reshape(product)), act(cast_f32(product)) or both
+/// around it -> product {activation}; false when `act` does not have that
+/// form.
 bool fuseActivation(Operation *act, StringRef activation) {
   Value x = act->getOperand(0);
   if (act->getResult(0).getType() != x.getType())
     return false;
   Operation *product = unactivatedProduct(x);
-  if (!product)
-    if (auto reshape = x.getDefiningOp<hpc::ReshapeOp>(); reshape && x.hasOneUse())
-      product = unactivatedProduct(reshape.getInput());
   if (!product)
     return false;
   Builder b(act->getContext());
@@ -130,20 +281,28 @@ bool fuseActivation(Operation *act, StringRef activation) {
   product->setLoc(b.getFusedLoc({product->getLoc(), act->getLoc()}));
   act->getResult(0).replaceAllUsesWith(x);
   act->erase();
+  readBf16Directly(x);
   return true;
 }
 
 struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<hpc::MatMulOp> mms;
+      func.walk([&](hpc::MatMulOp mm) { mms.push_back(mm); });
+      for (hpc::MatMulOp mm : mms)
+        if (fuseTransposedWeight(mm))
+          ++numTransposes;
       SmallVector<hpc::AddOp> adds;
       func.walk([&](hpc::AddOp add) { adds.push_back(add); });
+      Bf16Biases bf16;
       for (hpc::AddOp add : adds) {
-        if (auto match = matchMatMulBias(add)) {
-          fuseMatMulBias(add, match->first, match->second);
+        if (std::optional<MatMulBias> match = matchMatMulBias(add)) {
+          fuseMatMulBias(add, *match, bf16);
           ++numBiases;
         }
       }
+      bf16.eraseUnread();
       // After the bias adds, so act(add(matmul)) becomes one gemm.
       SmallVector<std::pair<Operation *, StringRef>> acts;
       func.walk([&](Operation *op) {

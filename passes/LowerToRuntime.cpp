@@ -223,6 +223,10 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
                   {"region", region},
                   {"index", t.index},
                   {"offset", t.offset}};
+    // Activations are plain unless the plan says otherwise (hpc-plan-layouts);
+    // the runtime picks the block size for its CPU.
+    if (t.blocked)
+      tensor["layout"] = "blocked";
     if (!t.rankAxes.empty()) {
       tensor["rank_axes"] = Array(t.rankAxes);
       tensor["rank_stride"] = t.rankStride;

@@ -75,6 +75,15 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
       is "none" -> the product with `activation` set; act's users read the
       product (or the reshape).
 
+    Both look through the `hpc.cast` to f32 that hpc-autocast puts after a
+    bf16 product: `add(cast_f32(matmul_bf16(A, W)), b)` becomes
+    `cast_f32(gemm_bf16(A, W, b_bf16))` (b an f32 weight or constant is
+    stored in bf16, any other b is cast once), and `act(cast_f32(p))`,
+    also with one reshape before or after the cast, becomes
+    `cast_f32(p {activation})`: the kernel adds the bias and applies the
+    activation in f32 and rounds to bf16 once. Casts of the fused result to
+    bf16 again (the next product's operand) read `p`'s result instead.
+
     Before:
     ```mlir
     %y = hpc.matmul %x, %w : (tensor<2x8x64xf32>, tensor<64x32xf32>) -> tensor<2x8x32xf32>
@@ -88,14 +97,21 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
         : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
     %r = hpc.reshape %1 {shape = array<i64: 2, 8, 32>} : (tensor<16x32xf32>) -> tensor<2x8x32xf32>
     ```
+    First, `hpc.matmul(A, hpc.transpose(W) {perm = [1, 0]})` with W 2-D (a
+    tied LM head) becomes `hpc.gemm(A, W) {trans_b = true}` between the
+    same reshapes: the transposed copy of W is never made.
+
     Every fused intermediate (the matmul's result, the sum, the
-    pre-activation) must have the fusing op as its only use: a value that
+    pre-activation, a cast back, the transposed weight) must have the
+    fusing op as its only use: a value that
     another op reads, as the backward pass of a train step reads
     pre-activations, keeps the ops as they are. The fused op's location is
     the fused location of the ops it replaces.
   }];
   let dependentDialects = ["hpc::HPCDialect"];
   let statistics = [
+    Statistic<"numTransposes", "transposes",
+              "Matmuls of a transposed 2-D weight made gemms with trans_b">,
     Statistic<"numBiases", "biases", "Bias adds of a matmul fused into a gemm">,
     Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">
   ];
@@ -320,6 +336,53 @@ def HPCAutocast : Pass<"hpc-autocast", "mlir::ModuleOp"> {
     Statistic<"numProducts", "products", "Products computed in bf16">,
     Statistic<"numStored", "stored", "Weights and constants stored in bf16">,
     Statistic<"numCasts", "casts", "Casts to bf16 left for run time">
+  ];
+}
+
+def HPCPlanLayouts : Pass<"hpc-plan-layouts", "mlir::ModuleOp"> {
+  let summary = "Decide which activations are stored in oneDNN's blocked channel layout";
+  let description = [{
+    oneDNN's direct convolutions on this CPU read and write activations in
+    the blocked layout (nChw8c on AVX2, nChw16c on AVX-512: channels in
+    blocks of 8 or 16, innermost); on plain NCHW data it picks a slower
+    im2col gemm. Activations are plain unless the plan says otherwise: this
+    pass marks each op whose result 0 is stored blocked with the unit
+    attribute `hpc.blocked`, which the lowering writes into the manifest
+    ("layout": "blocked"). Only static rank-4 [N, C, H, W] f32 values with
+    C % 16 == 0 qualify (so every block size has the plain bytes and the
+    arena plan does not change).
+
+    - Writers: `hpc.conv`; `hpc.relu`, `hpc.add` of two operands of the
+      result's shape and `hpc.max_pool` with all dilations 1, each when its
+      operands are blocked (an add of a blocked and a plain value: neither).
+    - Readers: `hpc.conv`'s input (not its weight or bias), `hpc.relu`,
+      `hpc.add` and `hpc.max_pool` as above, `hpc.global_avg_pool` (its
+      [N, C, 1, 1] result stays plain).
+
+    A value is blocked iff its producer may write it blocked and every user
+    reads it blocked; the pass computes the greatest such set (all
+    candidates, then remove violators until none is left). Function
+    arguments and results, weights, views, collectives and every other op
+    see plain tensors. A train step (module attribute `hpc.train`) is left
+    unmarked: the backward kernels read plain tensors.
+
+    Before:
+    ```mlir
+    %0 = hpc.conv %x, %w1 {...} : (tensor<1x16x8x8xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x8x8xf32>
+    %1 = hpc.relu %0 : tensor<1x16x8x8xf32>
+    %2 = hpc.conv %1, %w2 {...} : (tensor<1x16x8x8xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x8x8xf32>
+    return %2 : tensor<1x16x8x8xf32>
+    ```
+    After (%2 is returned: plain):
+    ```mlir
+    %0 = hpc.conv %x, %w1 {..., hpc.blocked} : ...
+    %1 = hpc.relu %0 {hpc.blocked} : tensor<1x16x8x8xf32>
+    %2 = hpc.conv %1, %w2 {...} : ...
+    ```
+  }];
+  let dependentDialects = ["hpc::HPCDialect"];
+  let statistics = [
+    Statistic<"numBlocked", "blocked", "Results stored in the blocked layout">
   ];
 }
 

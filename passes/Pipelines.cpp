@@ -37,6 +37,10 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   // parallelism), so fusion waits until the partitioner has decided.
   if (options.fuse)
     pm.addPass(createHPCFuseEpilogues());
+  // On the fused per-rank program: an activation fused into its conv is no
+  // longer a reader, and collectives are (plain ones) already in place.
+  if (options.blockedLayouts)
+    pm.addPass(createHPCPlanLayouts());
   HPCLowerToRuntimeOptions lower;
   lower.weightsFile = options.weightsFile;
   lower.weightsName = options.weightsName;

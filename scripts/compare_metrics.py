@@ -2,10 +2,14 @@
 """Compares the per-step losses of two `train --metrics` files.
 
     compare_metrics.py A.jsonl B.jsonl [--rtol R] [--steps FIRST:LAST] [--bitwise]
+                       [--differ] [--final-below F]
 
 Every step of A in the range must be in B with a loss within rtol relative
-(--bitwise: the same printed value, i.e. the same float). Prints the worst
-step; exit 1 on any difference beyond the tolerance or a missing step.
+(--bitwise: the same printed value, i.e. the same float). --differ also
+requires some step's losses to differ (a run in another precision that gives
+exactly the reference's losses did not run in it); --final-below F, that B's
+loss at the range's last step is below F times its loss at the first (B
+learns). Prints the worst step; exit 1 on any failure or a missing step.
 """
 import argparse
 import sys
@@ -24,6 +28,10 @@ def main():
     ap.add_argument("--rtol", type=float, default=0.0)
     ap.add_argument("--steps", default="", help="FIRST:LAST (default: every step of A)")
     ap.add_argument("--bitwise", action="store_true")
+    ap.add_argument("--differ", action="store_true",
+                    help="fail when every step's losses are equal")
+    ap.add_argument("--final-below", type=float, default=0.0, metavar="F",
+                    help="B's last loss must be below F times its first")
     args = ap.parse_args()
     a, b = losses(args.a), losses(args.b)
     steps = sorted(a)
@@ -45,6 +53,16 @@ def main():
             worst, worst_step = err, s
         if err > args.rtol:
             bad.append(f"step {s}: {a[s]!r} vs {b[s]!r} (rel err {err:.3g})")
+    present = [s for s in steps if s in a and s in b]
+    if args.differ and present and all(a[s] == b[s] for s in present):
+        bad.append(f"every step's loss is equal in {args.a} and {args.b} (--differ)")
+    if args.final_below and present:
+        first, last = b[present[0]], b[present[-1]]
+        print(f"{args.b}: loss {first:.6g} at step {present[0]}, {last:.6g} at step "
+              f"{present[-1]} (x{last / first:.3g}, must be below x{args.final_below:g})")
+        if not last < args.final_below * first:
+            bad.append(f"{args.b}: loss {last!r} at step {present[-1]} is not below "
+                       f"{args.final_below:g} x {first!r}")
     for line in bad:
         print("FAIL " + line)
     mode = "bitwise" if args.bitwise else f"rtol {args.rtol:g}"

@@ -45,6 +45,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "
                      "instead of copying them on every run"),
       llvm::cl::init(true)};
+  Option<bool> blockedLayouts{
+      *this, "blocked-layouts",
+      llvm::cl::desc("Keep convolution activations in the CPU's blocked channel "
+                     "layout where the plan allows (hpc-plan-layouts)"),
+      llvm::cl::init(true)};
   Option<Precision> precision{
       *this, "precision",
       llvm::cl::desc("What the products compute in: fp32, or bf16 with the rest "
@@ -110,7 +115,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 /// hpc module -> LLVM dialect calling libhpcrt: simplify, fuse composite
 /// ops, build the train step (with `train`), partition over the mesh (when
 /// one is given), cast the products to bf16 (with `precision`), fuse
-/// epilogues, plan memory and lower (hpc-compile).
+/// epilogues, choose blocked activation layouts (with `blockedLayouts`),
+/// plan memory and lower (hpc-compile).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,

@@ -95,6 +95,71 @@ FailureOr<std::string> hpc::elementBytesOf(ElementsAttr attr) {
 /// Ops whose result is the operand's storage with another shape.
 static bool isView(Operation *op) { return hpc::isViewOp(op); }
 
+bool hpc::isBlockableType(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  return t && t.hasStaticShape() && t.getRank() == 4 && t.getElementType().isF32() &&
+         t.getDimSize(1) % kBlockedChannelMultiple == 0;
+}
+
+bool hpc::propagatesLayout(Operation *op) {
+  return isa<hpc::ReluOp, hpc::AddOp, hpc::MaxPoolOp>(op);
+}
+
+bool hpc::mayWriteBlocked(Operation *op) {
+  if (op->getNumResults() == 0 || !isBlockableType(op->getResult(0).getType()))
+    return false;
+  if (isa<hpc::ConvOp, hpc::ReluOp>(op))
+    return true;
+  // No broadcast: both operands have the result's shape.
+  if (auto add = dyn_cast<hpc::AddOp>(op))
+    return add.getLhs().getType() == add.getType() &&
+           add.getRhs().getType() == add.getType();
+  if (auto pool = dyn_cast<hpc::MaxPoolOp>(op))
+    return isBlockableType(pool.getInput().getType()) &&
+           llvm::all_of(pool.getDilations(), [](int64_t d) { return d == 1; });
+  return false;
+}
+
+bool hpc::mayReadBlocked(OpOperand &use) {
+  Operation *op = use.getOwner();
+  if (!isBlockableType(use.get().getType()))
+    return false;
+  if (isa<hpc::ConvOp>(op))
+    return use.getOperandNumber() == 0;
+  if (isa<hpc::ReluOp, hpc::GlobalAvgPoolOp>(op))
+    return true;
+  if (isa<hpc::AddOp, hpc::MaxPoolOp>(op))
+    return mayWriteBlocked(op);
+  return false;
+}
+
+/// Every blocked tensor is written and read by ops that can (see
+/// ProgramPlan.h): anything else would see the bytes in the wrong order.
+static LogicalResult checkLayouts(Block &body, const hpc::ProgramPlan &plan) {
+  auto blocked = [&](Value v) {
+    auto it = plan.tensorIds.find(v);
+    return it != plan.tensorIds.end() && plan.tensors[it->second].blocked;
+  };
+  for (Operation &op : body) {
+    if (op.hasAttr(hpc::kBlockedAttrName) && !hpc::mayWriteBlocked(&op))
+      return op.emitOpError("cannot write its result in the blocked layout (")
+                 << hpc::kBlockedAttrName << ")",
+             failure();
+    for (OpOperand &use : op.getOpOperands())
+      if (blocked(use.get()) && !hpc::mayReadBlocked(use))
+        return op.emitOpError("cannot read operand ")
+                   << use.getOperandNumber() << " in the blocked layout",
+               failure();
+    if (hpc::propagatesLayout(&op))
+      for (Value v : op.getOperands())
+        if (blocked(v) != blocked(op.getResult(0)))
+          return op.emitOpError("must read and write one layout (its operands and "
+                                "result all blocked or all plain)"),
+                 failure();
+  }
+  return success();
+}
+
 /// A state tensor: a slot in the state region; its initial value (if any)
 /// goes to the weights data under its name, from where the runtime copies it.
 template <typename AddTensor>
@@ -320,7 +385,9 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
     }
     plan.kernels.push_back(&op);
     for (Value r : op.getResults()) {
-      if (failed(addTensor(r, TensorSlot{})))
+      TensorSlot slot;
+      slot.blocked = r == op.getResult(0) && op.hasAttr(kBlockedAttrName);
+      if (failed(addTensor(r, slot)))
         return failure();
       grow();
       root.back() = plan.tensors.size() - 1;
@@ -369,6 +436,8 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       plan.tensors[id].index = plan.tensors[root[id]].index;
       plan.tensors[id].offset = plan.tensors[root[id]].offset;
     }
+  if (failed(checkLayouts(body, plan)))
+    return failure();
   return plan;
 }
 

@@ -176,8 +176,13 @@ ConvShape convShape(const Tensor &x, const Tensor &y, const ConvGeom &g, int64_t
     if (g.padB[d] < 0) // conv_transpose's negative pads: the own path
       return s;
     s.padL.push_back(g.padB[d]);
+    // The right padding that gives exactly the output size. For a
+    // convolution any value up to stride - 1 above it gives the same size
+    // (ONNX and oneDNN both round down), so a negative one (the last rows
+    // unused, a strided 1x1) becomes 0.
     int64_t padR = transposed ? (g.in[d] - 1) * g.stride[d] + span - g.padB[d] - g.out[d]
-                              : (g.out[d] - 1) * g.stride[d] + span - g.in[d] - g.padB[d];
+                              : std::max<int64_t>(
+                                    0, (g.out[d] - 1) * g.stride[d] + span - g.in[d] - g.padB[d]);
     if (padR < 0)
       return s;
     s.padR.push_back(padR);

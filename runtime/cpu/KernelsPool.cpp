@@ -204,7 +204,7 @@ void poolBlocked(OpCall &c, const Tensor &x, Tensor &y, bool isMax, const PoolGe
   for (int d = 0; d < 2; ++d) {
     if (g.dil[d] != 1)
       fail("pooling: a blocked input needs dilations of 1");
-    padR[d] = (g.out[d] - 1) * g.stride[d] + g.k[d] - g.in[d] - g.padB[d];
+    padR[d] = std::max<int64_t>(0, (g.out[d] - 1) * g.stride[d] + g.k[d] - g.in[d] - g.padB[d]);
   }
   std::string key = std::string(isMax ? "max_pool " : "avg_pool ") + onednn::keyOf(x) +
                     onednn::keyOf(y);

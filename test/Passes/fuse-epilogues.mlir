@@ -127,6 +127,107 @@ func.func @conv_reshape_sigmoid(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x1x1xf32>
 }
 
 //===----------------------------------------------------------------------===//
+// bf16 products (hpc-autocast): through the cast back to f32
+//===----------------------------------------------------------------------===//
+
+// The bias add of a bf16 matmul: a bf16 gemm whose bias is the weight stored
+// in bf16 (the f32 weight, now unread, goes), the cast back after it.
+// CHECK-LABEL: func @bf16_matmul_bias
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xbf16>, %[[W:.+]]: tensor<64x32xbf16>)
+// CHECK-NEXT: %[[B:.+]] = hpc.weight "fc.b" : tensor<32xbf16> = dense<5.000000e-01>
+// CHECK-NEXT: %[[X2:.+]] = hpc.reshape %[[X]] {shape = array<i64: 16, 64>} : (tensor<2x8x64xbf16>) -> tensor<16x64xbf16>
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[X2]], %[[W]], %[[B]] : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<16x32xbf16>
+// CHECK-NEXT: %[[Y:.+]] = hpc.reshape %[[G]] {shape = array<i64: 2, 8, 32>} : (tensor<16x32xbf16>) -> tensor<2x8x32xbf16>
+// CHECK-NEXT: %[[Y32:.+]] = hpc.cast %[[Y]] {to = f32} : tensor<2x8x32xbf16> to tensor<2x8x32xf32>
+// CHECK-NEXT: return %[[Y32]]
+func.func @bf16_matmul_bias(%x: tensor<2x8x64xbf16>, %w: tensor<64x32xbf16>) -> tensor<2x8x32xf32> {
+  %b = hpc.weight "fc.b" : tensor<32xf32> = dense<0.5>
+  %0 = hpc.matmul %x, %w : (tensor<2x8x64xbf16>, tensor<64x32xbf16>) -> tensor<2x8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<2x8x32xbf16> to tensor<2x8x32xf32>
+  %2 = hpc.add %1, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return %2 : tensor<2x8x32xf32>
+}
+
+// A bias computed at run time is cast to bf16 once for both gemms.
+// CHECK-LABEL: func @bf16_bias_cast_once
+// CHECK-SAME: (%[[X:.+]]: tensor<8x64xbf16>, %[[W:.+]]: tensor<64x32xbf16>, %[[B:.+]]: tensor<32xf32>)
+// CHECK-NEXT: %[[B16:.+]] = hpc.cast %[[B]] {to = bf16} : tensor<32xf32> to tensor<32xbf16>
+// CHECK-NEXT: %[[G0:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] :
+// CHECK-NEXT: %[[Y0:.+]] = hpc.cast %[[G0]] {to = f32}
+// CHECK-NEXT: %[[G1:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] :
+// CHECK-NEXT: %[[Y1:.+]] = hpc.cast %[[G1]] {to = f32}
+// CHECK-NEXT: return %[[Y0]], %[[Y1]]
+func.func @bf16_bias_cast_once(%x: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %0 = hpc.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %2 = hpc.add %b, %1 : (tensor<32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  %3 = hpc.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %4 = hpc.cast %3 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %5 = hpc.add %4, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  return %2, %5 : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// The activation is applied before the gemm rounds to bf16.
+// CHECK-LABEL: func @bf16_gemm_gelu
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}}, %{{.+}} {activation = "gelu"} : (tensor<8x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[G]] {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @bf16_gemm_gelu(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xbf16>) -> tensor<8x32xf32> {
+  %0 = hpc.gemm %a, %w, %b : (tensor<8x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %2 = hpc.gelu %1 : tensor<8x32xf32>
+  return %2 : tensor<8x32xf32>
+}
+
+// CHECK-LABEL: func @bf16_conv_relu
+// CHECK-NEXT: %[[C:.+]] = hpc.conv %{{.+}}, %{{.+}}, %{{.+}} {activation = "relu", {{.*}}} : (tensor<1x3x8x8xbf16>, tensor<4x3x3x3xbf16>, tensor<4xbf16>) -> tensor<1x4x8x8xbf16>
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[C]] {to = f32} : tensor<1x4x8x8xbf16> to tensor<1x4x8x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @bf16_conv_relu(%x: tensor<1x3x8x8xbf16>, %w: tensor<4x3x3x3xbf16>, %b: tensor<4xbf16>) -> tensor<1x4x8x8xf32> {
+  %0 = hpc.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xbf16>, tensor<4x3x3x3xbf16>, tensor<4xbf16>) -> tensor<1x4x8x8xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<1x4x8x8xbf16> to tensor<1x4x8x8xf32>
+  %2 = hpc.relu %1 : tensor<1x4x8x8xf32>
+  return %2 : tensor<1x4x8x8xf32>
+}
+
+// A transformer MLP: bias and GELU into one gemm, through the cast back and
+// the reshape the bias fusion put before it; the next matmul, which read the
+// GELU cast to bf16 again, reads the gemm's bf16 result (both casts go).
+// CHECK-LABEL: func @bf16_mlp
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xbf16>, %[[W1:.+]]: tensor<64x256xbf16>, %[[B1:.+]]: tensor<256xf32>, %[[W2:.+]]: tensor<256x64xbf16>)
+// CHECK-NEXT: %[[B16:.+]] = hpc.cast %[[B1]] {to = bf16}
+// CHECK-NEXT: %[[X2:.+]] = hpc.reshape %[[X]] {shape = array<i64: 16, 64>}
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[X2]], %[[W1]], %[[B16]] {activation = "gelu_tanh"} : (tensor<16x64xbf16>, tensor<64x256xbf16>, tensor<256xbf16>) -> tensor<16x256xbf16>
+// CHECK-NEXT: %[[H:.+]] = hpc.reshape %[[G]] {shape = array<i64: 2, 8, 256>} : (tensor<16x256xbf16>) -> tensor<2x8x256xbf16>
+// CHECK-NEXT: %[[M:.+]] = hpc.matmul %[[H]], %[[W2]] :
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[M]] {to = f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @bf16_mlp(%x: tensor<2x8x64xbf16>, %w1: tensor<64x256xbf16>, %b1: tensor<256xf32>, %w2: tensor<256x64xbf16>) -> tensor<2x8x64xf32> {
+  %0 = hpc.matmul %x, %w1 : (tensor<2x8x64xbf16>, tensor<64x256xbf16>) -> tensor<2x8x256xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<2x8x256xbf16> to tensor<2x8x256xf32>
+  %2 = hpc.add %1, %b1 : (tensor<2x8x256xf32>, tensor<256xf32>) -> tensor<2x8x256xf32>
+  %3 = hpc.gelu %2 {approximate = "tanh"} : tensor<2x8x256xf32>
+  %4 = hpc.cast %3 {to = bf16} : tensor<2x8x256xf32> to tensor<2x8x256xbf16>
+  %5 = hpc.matmul %4, %w2 : (tensor<2x8x256xbf16>, tensor<256x64xbf16>) -> tensor<2x8x64xbf16>
+  %6 = hpc.cast %5 {to = f32} : tensor<2x8x64xbf16> to tensor<2x8x64xf32>
+  return %6 : tensor<2x8x64xf32>
+}
+
+// A bf16 conv cast back, then flattened, then activated.
+// CHECK-LABEL: func @bf16_conv_reshape_sigmoid
+// CHECK-NEXT: %[[C:.+]] = hpc.conv %{{.+}}, %{{.+}} {activation = "sigmoid",
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[C]] {to = f32}
+// CHECK-NEXT: %[[R:.+]] = hpc.reshape %[[Y]]
+// CHECK-NEXT: return %[[R]]
+func.func @bf16_conv_reshape_sigmoid(%x: tensor<1x3x4x4xbf16>, %w: tensor<2x3x1x1xbf16>) -> tensor<1x32xf32> {
+  %0 = hpc.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x4x4xbf16>, tensor<2x3x1x1xbf16>) -> tensor<1x2x4x4xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<1x2x4x4xbf16> to tensor<1x2x4x4xf32>
+  %2 = hpc.reshape %1 {shape = array<i64: 1, 32>} : (tensor<1x2x4x4xf32>) -> tensor<1x32xf32>
+  %3 = hpc.sigmoid %2 : tensor<1x32xf32>
+  return %3 : tensor<1x32xf32>
+}
+
+//===----------------------------------------------------------------------===//
 // Refusals
 //===----------------------------------------------------------------------===//
 
@@ -213,4 +314,80 @@ func.func @activation_already_set(%a: tensor<8x64xf32>, %w: tensor<64x32xf32>) -
   %0 = hpc.gemm %a, %w {activation = "tanh"} : (tensor<8x64xf32>, tensor<64x32xf32>) -> tensor<8x32xf32>
   %1 = hpc.relu %0 : tensor<8x32xf32>
   return %1 : tensor<8x32xf32>
+}
+
+// The cast back is also returned (the pre-activation another op reads): the
+// gelu stays.
+// CHECK-LABEL: func @bf16_cast_two_uses
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} : (
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[G]] {to = f32}
+// CHECK-NEXT: hpc.gelu %[[Y]]
+func.func @bf16_cast_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %0 = hpc.gemm %a, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %2 = hpc.gelu %1 : tensor<8x32xf32>
+  return %1, %2 : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// The same for a bias add: the matmul's cast back has two uses.
+// CHECK-LABEL: func @bf16_matmul_cast_two_uses
+// CHECK-NEXT: hpc.matmul
+// CHECK-NEXT: hpc.cast
+// CHECK-NEXT: hpc.add
+// CHECK-NOT: hpc.gemm
+func.func @bf16_matmul_cast_two_uses(%x: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %0 = hpc.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %2 = hpc.add %1, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  return %1, %2 : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// The bf16 product's result is read besides its cast back.
+// CHECK-LABEL: func @bf16_product_two_uses
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} : (
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[G]] {to = f32}
+// CHECK-NEXT: hpc.relu %[[Y]]
+func.func @bf16_product_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) -> (tensor<8x32xbf16>, tensor<8x32xf32>) {
+  %0 = hpc.gemm %a, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
+  %2 = hpc.relu %1 : tensor<8x32xf32>
+  return %0, %2 : tensor<8x32xbf16>, tensor<8x32xf32>
+}
+
+// Only autocast's cast back from bf16 is looked through, not another cast.
+// CHECK-LABEL: func @f16_cast
+// CHECK-NEXT: hpc.gemm %{{.+}}, %{{.+}} : (
+// CHECK-NEXT: hpc.cast
+// CHECK-NEXT: hpc.relu
+func.func @f16_cast(%a: tensor<8x64xf16>, %w: tensor<64x32xf16>) -> tensor<8x32xf32> {
+  %0 = hpc.gemm %a, %w : (tensor<8x64xf16>, tensor<64x32xf16>) -> tensor<8x32xf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<8x32xf16> to tensor<8x32xf32>
+  %2 = hpc.relu %1 : tensor<8x32xf32>
+  return %2 : tensor<8x32xf32>
+}
+
+// -----
+
+// The tied LM head: the transposed weight is read in place with trans_b.
+// CHECK-LABEL: func @transposed_weight
+// CHECK-NOT: hpc.transpose
+// CHECK: %[[A:.+]] = hpc.reshape %arg0 {shape = array<i64: 16, 64>}
+// CHECK: %[[G:.+]] = hpc.gemm %[[A]], %arg1 {{.*}}trans_b = true{{.*}} : (tensor<16x64xf32>, tensor<100x64xf32>) -> tensor<16x100xf32>
+// CHECK: hpc.reshape %[[G]] {shape = array<i64: 2, 8, 100>}
+func.func @transposed_weight(%x: tensor<2x8x64xf32>, %w: tensor<100x64xf32>) -> tensor<2x8x100xf32> {
+  %t = hpc.transpose %w {perm = array<i64: 1, 0>} : (tensor<100x64xf32>) -> tensor<64x100xf32>
+  %y = hpc.matmul %x, %t : (tensor<2x8x64xf32>, tensor<64x100xf32>) -> tensor<2x8x100xf32>
+  return %y : tensor<2x8x100xf32>
+}
+
+// -----
+
+// A transposed weight another op reads too stays.
+// CHECK-LABEL: func @transposed_weight_two_uses
+// CHECK: hpc.transpose
+// CHECK: hpc.matmul
+func.func @transposed_weight_two_uses(%x: tensor<8x64xf32>, %w: tensor<100x64xf32>) -> (tensor<8x100xf32>, tensor<64x100xf32>) {
+  %t = hpc.transpose %w {perm = array<i64: 1, 0>} : (tensor<100x64xf32>) -> tensor<64x100xf32>
+  %y = hpc.matmul %x, %t : (tensor<8x64xf32>, tensor<64x100xf32>) -> tensor<8x100xf32>
+  return %y, %t : tensor<8x100xf32>, tensor<64x100xf32>
 }

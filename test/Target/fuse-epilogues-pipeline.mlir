@@ -1,5 +1,6 @@
 // RUN: hpc-opt %s --emit=llvm | FileCheck %s --check-prefix=FUSED
 // RUN: hpc-opt %s --emit=llvm --no-fuse | FileCheck %s --check-prefix=UNFUSED
+// RUN: hpc-opt %s --emit=llvm --precision=bf16 | FileCheck %s --check-prefix=BF16
 
 // hpc-compile fuses the MLP's bias adds and its GELU into two gemm calls
 // (the reshapes around them are views); --no-fuse keeps one call per op.
@@ -21,6 +22,20 @@
 // UNFUSED-NEXT: call void @hpcrt_matmul(
 // UNFUSED-NEXT: call void @hpcrt_add(
 // UNFUSED-NEXT: ret void
+
+// In bf16 the same two gemms (bf16 operands, biases stored in bf16), the
+// input cast to bf16 before them and the output cast back after them: the
+// second reads the first's bf16 result.
+// BF16: @[[S1:str[0-9]+]] = internal constant [5 x i8] c"gelu\00"
+// BF16: @[[A1:sattrs[0-9]+]] = internal constant [1 x ptr] [ptr @[[S1]]]
+// BF16: @[[S2:str[0-9]+]] = internal constant [5 x i8] c"none\00"
+// BF16: @[[A2:sattrs[0-9]+]] = internal constant [1 x ptr] [ptr @[[S2]]]
+// BF16: define void @hpc_program_run(ptr %0)
+// BF16-NEXT: call void @hpcrt_cast(
+// BF16-NEXT: call void @hpcrt_gemm({{.*}}, ptr @[[A1]])
+// BF16-NEXT: call void @hpcrt_gemm({{.*}}, ptr @[[A2]])
+// BF16-NEXT: call void @hpcrt_cast(
+// BF16-NEXT: ret void
 
 func.func @main(%x: tensor<2x4x8xf32> {hpc.name = "x"}) -> (tensor<2x4x8xf32> {hpc.name = "y"}) {
   %w1 = hpc.weight "fc1.w" : tensor<8x16xf32> = dense<0.5>

@@ -130,6 +130,12 @@ static llvm::cl::opt<bool> noWeightPieces(
                    "every run instead of storing them (for comparison)"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<bool> noBlockedLayouts(
+    "no-blocked-layouts",
+    llvm::cl::desc("With --emit: keep every activation in its plain layout "
+                   "instead of oneDNN's blocked channel layout (hpc-plan-layouts)"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
 static llvm::cl::OptionCategory trainCategory("Training (a train step instead of a forward run)");
 
 static llvm::cl::opt<bool> trainFlag(
@@ -326,6 +332,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   }
   options.fuse = !noFuse;
   options.weightPieces = !noWeightPieces;
+  options.blockedLayouts = !noBlockedLayouts;
   options.precision = precision();
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct TensorSlot {
   /// further per group index over these mesh axes (indices).
   std::vector<int64_t> rankAxes;
   int64_t rankStride = 0;
+  /// Stored in the CPU's blocked channel layout (its producer carries
+  /// kBlockedAttrName); the manifest says "layout": "blocked".
+  bool blocked = false;
 };
 
 struct ProgramPlan {
@@ -72,10 +76,43 @@ struct ProgramPlan {
   std::vector<std::pair<std::string, int32_t>> inputs, outputs;
 };
 
+/// The discardable unit attribute (set by hpc-plan-layouts) on an op whose
+/// result 0 is stored in oneDNN's blocked channel layout for the CPU
+/// (nChw8c on AVX2, nChw16c on AVX-512; the runtime picks the block size).
+/// Every other activation is plain (row-major in its type's shape).
+constexpr llvm::StringLiteral kBlockedAttrName = "hpc.blocked";
+
+/// Every block size the runtime picks divides this, so a blocked tensor
+/// whose channel count is a multiple of it has its plain size in bytes.
+constexpr int64_t kBlockedChannelMultiple = 16;
+
+/// A type a blocked tensor may have: a static rank-4 [N, C, H, W] f32 tensor
+/// with C a multiple of kBlockedChannelMultiple.
+bool isBlockableType(mlir::Type type);
+
+/// Ops whose result 0 may be written blocked: hpc.conv; hpc.relu, hpc.add
+/// of two operands of the same type and hpc.max_pool with all dilations 1,
+/// when their operands are blocked (see propagatesLayout). The result's type
+/// must be blockable.
+bool mayWriteBlocked(mlir::Operation *op);
+
+/// Whether `use` may read a blocked tensor: hpc.conv's input (not its weight
+/// or bias), hpc.relu, hpc.add of two operands of the same type, hpc.max_pool
+/// with all dilations 1, hpc.global_avg_pool (its result stays plain). The
+/// operand's type must be blockable.
+bool mayReadBlocked(mlir::OpOperand &use);
+
+/// Ops whose result is blocked exactly when their operands are (relu, add,
+/// max_pool): they read and write one layout.
+bool propagatesLayout(mlir::Operation *op);
+
 /// Plans `func` (one block of hpc ops ending in func.return). Reports the
 /// first problem (an op without a kernel, a weight without data, an element
 /// type the runtime lacks, an update of state that a later op still reads)
-/// on the op and fails.
+/// on the op and fails. A tensor is blocked when its producer carries
+/// kBlockedAttrName; a layout the rules above do not allow (a blocked tensor
+/// read by a view, an output or any other op; a relu/add/max_pool whose
+/// operands and result differ in layout) is reported the same way.
 mlir::FailureOr<ProgramPlan> planProgram(mlir::func::FuncOp func);
 
 /// Little-endian bytes of an elements attribute (splats expanded, i1 as one
