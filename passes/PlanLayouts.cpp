@@ -43,10 +43,15 @@ llvm::SetVector<Operation *> blockedProducers(func::FuncOp func) {
   auto violates = [&](Operation *op) {
     if (hpc::propagatesLayout(op) && !llvm::all_of(op->getOperands(), isBlocked))
       return true;
-    for (OpOperand &use : op->getResult(0).getUses())
+    if (isa<hpc::ConvOp>(op) && !hpc::convLayoutsFit(op, isBlocked(op->getOperand(0)), true))
+      return true;
+    for (OpOperand &use : op->getResult(0).getUses()) {
+      Operation *user = use.getOwner();
       if (!hpc::mayReadBlocked(use) ||
-          (hpc::propagatesLayout(use.getOwner()) && !blocked.contains(use.getOwner())))
+          (hpc::propagatesLayout(user) && !blocked.contains(user)) ||
+          (isa<hpc::ConvOp>(user) && !hpc::convLayoutsFit(user, true, blocked.contains(user))))
         return true;
+    }
     return false;
   };
   SmallVector<Operation *> worklist(blocked.begin(), blocked.end());

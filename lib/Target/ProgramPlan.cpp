@@ -105,6 +105,13 @@ bool hpc::propagatesLayout(Operation *op) {
   return isa<hpc::ReluOp, hpc::AddOp, hpc::MaxPoolOp>(op);
 }
 
+bool hpc::convLayoutsFit(Operation *conv, bool inputBlocked, bool resultBlocked) {
+  if (inputBlocked == resultBlocked)
+    return true;
+  auto input = dyn_cast<RankedTensorType>(conv->getOperand(0).getType());
+  return !inputBlocked && input && input.getRank() >= 2 && input.getDimSize(1) <= 4;
+}
+
 bool hpc::mayWriteBlocked(Operation *op) {
   if (op->getNumResults() == 0 || !isBlockableType(op->getResult(0).getType()))
     return false;
@@ -150,6 +157,11 @@ static LogicalResult checkLayouts(Block &body, const hpc::ProgramPlan &plan) {
         return op.emitOpError("cannot read operand ")
                    << use.getOperandNumber() << " in the blocked layout",
                failure();
+    if (isa<hpc::ConvOp>(op) &&
+        !hpc::convLayoutsFit(&op, blocked(op.getOperand(0)), blocked(op.getResult(0))))
+      return op.emitOpError("cannot read its input and write its result in these layouts "
+                            "(oneDNN has no direct convolution for the mix)"),
+             failure();
     if (hpc::propagatesLayout(&op))
       for (Value v : op.getOperands())
         if (blocked(v) != blocked(op.getResult(0)))

@@ -143,6 +143,17 @@ void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const
   stream().wait();
 }
 
+void Primitive::executeProduct(Context &ctx, const void *src, const void *weights,
+                               const void *bias, void *dst) {
+  if (bias)
+    execute(ctx, {{DNNL_ARG_SRC, src},
+                  {DNNL_ARG_WEIGHTS, weights},
+                  {DNNL_ARG_BIAS, bias},
+                  {DNNL_ARG_DST, dst}});
+  else
+    execute(ctx, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+}
+
 const void *reorderedWeights(Primitive &p, int arg, const dn::memory::desc &srcMd,
                              const void *src) {
   if (p.weightsReady)

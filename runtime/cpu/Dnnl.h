@@ -95,6 +95,10 @@ struct Primitive : KernelState {
   /// Runs the primitive on these (argument, data) pairs, with the context's
   /// scratchpad.
   void execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data);
+  /// execute() of a product (matmul, convolution, deconvolution): source,
+  /// weights, the bias when there is one (null: none), destination.
+  void executeProduct(Context &ctx, const void *src, const void *weights, const void *bias,
+                      void *dst);
 };
 
 /// What primitiveFor's `make` fills in: the primitive descriptor (empty

@@ -503,7 +503,7 @@ bool matmulOnednn(OpCall &c, const Tensor &a, const Tensor &b, Tensor &y,
   }
   const void *bdata = rightData(p, b, K, N, false, pad, type);
   if (!c.setup)
-    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, bdata}, {DNNL_ARG_DST, y.data}});
+    p.executeProduct(c.ctx, a.data, bdata, nullptr, y.data);
   return true;
 }
 
@@ -549,13 +549,7 @@ bool gemmOnednn(OpCall &c, const Tensor &a, const Tensor &b, const Tensor *cc, T
   const void *bdata = rightData(p, b, K, N, tb, pad, type);
   if (c.setup)
     return true;
-  if (useC)
-    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data},
-                      {DNNL_ARG_WEIGHTS, bdata},
-                      {DNNL_ARG_BIAS, cc->data},
-                      {DNNL_ARG_DST, y.data}});
-  else
-    p.execute(c.ctx, {{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, bdata}, {DNNL_ARG_DST, y.data}});
+  p.executeProduct(c.ctx, a.data, bdata, useC ? cc->data : nullptr, y.data);
   return true;
 }
 
@@ -941,13 +935,7 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   const void *wdata = filterData(p, s, type, w, constant);
   if (c.setup)
     return true;
-  if (bias)
-    p.execute(c.ctx, {{DNNL_ARG_SRC, x.data},
-                      {DNNL_ARG_WEIGHTS, wdata},
-                      {DNNL_ARG_BIAS, bias->data},
-                      {DNNL_ARG_DST, y.data}});
-  else
-    p.execute(c.ctx, {{DNNL_ARG_SRC, x.data}, {DNNL_ARG_WEIGHTS, wdata}, {DNNL_ARG_DST, y.data}});
+  p.executeProduct(c.ctx, x.data, wdata, bias ? bias->data : nullptr, y.data);
   return true;
 }
 
@@ -1153,12 +1141,12 @@ HPCRT_STATEFUL_KERNEL(conv) {
     pointwise = pointwise && g.stride[d] == 1 && pads[d] == 0 && pads[d + g.r] == 0 &&
                 g.in[d] == g.out[d];
   // Small f32 convolutions (below ~5 MFLOP, e.g. examples/cnn.onnx's three:
-  // 0.10 ms per run on directConv against 0.17 ms on oneDNN's gemm:jit
-  // convolution, AVX2, docs/benchmarks.md) stay on the own direct kernel,
-  // whose per-call cost is lower; everything else runs on oneDNN.
+  // 0.10 ms per run on directConv and the micro-kernel GEMM (pointwise)
+  // against 0.17 ms on oneDNN's gemm:jit convolution, AVX2,
+  // docs/benchmarks.md) stay on the own kernels, whose per-call cost is
+  // lower; everything else runs on oneDNN.
   bool smallDirect = !x.blocked && !y.blocked && y.dtype == HPCRT_F32 && simdLevel() > 0 &&
-                     !pointwise &&
-                     g.stride[g.r - 1] == 1 &&
+                     (pointwise || g.stride[g.r - 1] == 1) &&
                      2.0 * static_cast<double>(y.numel) * static_cast<double>(w.numel / M) < 5e6;
   if (!smallDirect && convOnednn(c, x, w, bias, y, g, group, activation, false))
     return;

@@ -407,7 +407,11 @@ void Trainer::finish(double wallS) {
     });
   uint64_t peak = mpi_.maxOver(memory_.peak);
   uint64_t dataBytes = data_->heldBytes() + (eval_ ? eval_->heldBytes() : 0);
-  uint64_t planned = ctx_.stateBytes() + ctx_.arenaBytes() + ctx_.weightsBytes() + inputBytes(ctx_);
+  // The compiler's plan plus what the kernels' setup run allocated on this
+  // CPU (oneDNN scratchpad, reordered weights), known since the start.
+  uint64_t kernelBytes = ctx_.scratchpadBytes() + ctx_.kernelStateBytes();
+  uint64_t planned = ctx_.stateBytes() + ctx_.arenaBytes() + ctx_.weightsBytes() +
+                     inputBytes(ctx_) + kernelBytes;
   double meanMs = stepsRun_ ? trainMs_ / static_cast<double>(stepsRun_) : 0;
   double tokensPerS = trainMs_ > 0 ? static_cast<double>(tokensPerStep() * stepsRun_) /
                                          (trainMs_ / 1000.0)
@@ -430,6 +434,7 @@ void Trainer::finish(double wallS) {
           .add("state_bytes", ctx_.stateBytes())
           .add("arena_bytes", ctx_.arenaBytes())
           .add("weights_bytes", ctx_.weightsBytes())
+          .add("kernel_bytes", kernelBytes)
           .add("input_bytes", inputBytes(ctx_))
           .add("data_bytes", dataBytes)
           .add("ranks", static_cast<int64_t>(mpi_.size))
