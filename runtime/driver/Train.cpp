@@ -446,12 +446,13 @@ void Trainer::finish(double wallS) {
            tokensPerS, data_->tokensPerSample() ? "tokens" : "samples",
            static_cast<double>(lastLoss_));
     printf("memory: peak %llu bytes per rank (planned %llu: state %llu, arena %llu, weights "
-           "%llu, inputs %llu)\n",
+           "%llu, inputs %llu, kernels %llu)\n",
            static_cast<unsigned long long>(peak), static_cast<unsigned long long>(planned),
            static_cast<unsigned long long>(ctx_.stateBytes()),
            static_cast<unsigned long long>(ctx_.arenaBytes()),
            static_cast<unsigned long long>(ctx_.weightsBytes()),
-           static_cast<unsigned long long>(inputBytes(ctx_)));
+           static_cast<unsigned long long>(inputBytes(ctx_)),
+           static_cast<unsigned long long>(kernelBytes));
     if (!o_.save.empty())
       printf("saved: %s\n", o_.save.c_str());
     if (!o_.saveOnnx.empty())
