@@ -114,6 +114,18 @@ void noteWidened(OpCall &c, int dtype) {
                       "numerics at f32 speed or slower");
 }
 
+Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias) {
+  if (!pd)
+    return {};
+  Made m{pd, std::move(prim), {}};
+  m.args = {{DNNL_ARG_SRC, pd.src_desc()},
+            {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+            {DNNL_ARG_DST, pd.dst_desc()}};
+  if (bias)
+    m.args.push_back({DNNL_ARG_BIAS, pd.query_md(dn::query::weights_md, 1)});
+  return m;
+}
+
 dn::primitive_attr baseAttr() {
   dn::primitive_attr attr;
   attr.set_scratchpad_mode(dn::scratchpad_mode::user);

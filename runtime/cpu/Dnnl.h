@@ -109,6 +109,11 @@ struct Made {
   std::vector<std::pair<int, dn::memory::desc>> args;
 };
 
+/// The Made of a product primitive (matmul, convolution, deconvolution):
+/// source, weights, destination and, with `bias`, the bias; empty when `pd`
+/// is (no implementation).
+Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias);
+
 /// The op's primitive for `key`: made by make() (returning Made) when the op
 /// has none yet or has one for another key (a test reusing an op number).
 /// `flops` sizes its thread count (threadsFor).

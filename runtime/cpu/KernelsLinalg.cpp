@@ -444,15 +444,8 @@ onednn::Made makeMatmul(const dn::memory::desc &a, const dn::memory::desc &b,
                         const dn::primitive_attr &attr) {
   dn::matmul::desc d = bias ? dn::matmul::desc(a, b, *bias, y) : dn::matmul::desc(a, b, y);
   dn::matmul::primitive_desc pd(d, attr, onednn::engine(), /*allow_empty=*/true);
-  if (!pd)
-    return {};
-  onednn::Made m{pd, dn::matmul(pd), {}};
-  m.args = {{DNNL_ARG_SRC, pd.src_desc()},
-            {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-            {DNNL_ARG_DST, pd.dst_desc()}};
-  if (bias)
-    m.args.push_back({DNNL_ARG_BIAS, pd.query_md(dn::query::weights_md, 1)});
-  return m;
+  return onednn::productMade(pd, pd ? dn::primitive(dn::matmul(pd)) : dn::primitive(),
+                             bias != nullptr);
 }
 
 /// matmul on oneDNN: y [batch..., M, N] = a [..., M, K] x b [..., K, N],
@@ -866,18 +859,6 @@ const void *filterData(onednn::Primitive &p, const onednn::ConvShape &s, dt type
   return onednn::reorderedWeights(p, DNNL_ARG_WEIGHTS, mine, w.data);
 }
 
-onednn::Made withConvArgs(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias) {
-  if (!pd)
-    return {};
-  onednn::Made m{pd, std::move(prim), {}};
-  m.args = {{DNNL_ARG_SRC, pd.src_desc()},
-            {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-            {DNNL_ARG_DST, pd.dst_desc()}};
-  if (bias)
-    m.args.push_back({DNNL_ARG_BIAS, pd.query_md(dn::query::weights_md, 1)});
-  return m;
-}
-
 /// conv (transposed: conv_transpose as oneDNN's deconvolution) with the
 /// bias and the activation fused. False: the own path runs.
 bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias, Tensor &y,
@@ -916,8 +897,8 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
                     : dn::deconvolution_forward::desc(fwd, alg, src, wm, dst, s.strides,
                                                       s.dilation, s.padL, s.padR);
       dn::deconvolution_forward::primitive_desc pd(d, attr, onednn::engine(), true);
-      return withConvArgs(pd, pd ? dn::primitive(dn::deconvolution_forward(pd)) : dn::primitive(),
-                          bias);
+      return onednn::productMade(
+          pd, pd ? dn::primitive(dn::deconvolution_forward(pd)) : dn::primitive(), bias);
     }
     auto alg = dn::algorithm::convolution_direct;
     auto d = bias ? dn::convolution_forward::desc(fwd, alg, src, wm, bm, dst, s.strides,
@@ -925,8 +906,8 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
                   : dn::convolution_forward::desc(fwd, alg, src, wm, dst, s.strides, s.dilation,
                                                   s.padL, s.padR);
     dn::convolution_forward::primitive_desc pd(d, attr, onednn::engine(), true);
-    return withConvArgs(pd, pd ? dn::primitive(dn::convolution_forward(pd)) : dn::primitive(),
-                        bias);
+    return onednn::productMade(
+        pd, pd ? dn::primitive(dn::convolution_forward(pd)) : dn::primitive(), bias);
   });
   if (!p.available) {
     onednn::noteWidened(c, y.dtype);

@@ -65,6 +65,13 @@ using driver::parsePositive;
 using driver::progName;
 using driver::QuietExit;
 
+/// "N oneDNN primitives, scratchpad X bytes, reordered weights Y bytes".
+std::string kernelMemory(const Context &ctx) {
+  return std::to_string(ctx.kernelStateCount()) + " oneDNN primitives, scratchpad " +
+         std::to_string(ctx.scratchpadBytes()) + " bytes, reordered weights " +
+         std::to_string(ctx.kernelStateBytes()) + " bytes";
+}
+
 const char *usageText =
     "usage: %s run --input NAME=FILE.npy|FILE.pb ... --output-dir DIR\n"
     "              [--iters N] [--threads T] [--trace FILE.json] [--weights FILE]\n"
@@ -308,10 +315,7 @@ int runCommand(int argc, char **argv) {
              static_cast<unsigned long long>(ctx.highWater()),
              ctx.arenaBytes() == ctx.highWater() ? "" : " (differ)");
       printf("threads: %d\n", omp_get_max_threads());
-      printf("kernels: %zu oneDNN primitives, scratchpad %llu bytes, reordered weights %llu "
-             "bytes\n",
-             ctx.kernelStateCount(), static_cast<unsigned long long>(ctx.scratchpadBytes()),
-             static_cast<unsigned long long>(ctx.kernelStateBytes()));
+      printf("kernels: %s\n", kernelMemory(ctx).c_str());
     }
     fflush(stdout);
   });
@@ -372,10 +376,7 @@ void printKernelMemory(Context &ctx) {
     driver::setupKernels(ctx);
     if (ctx.failed())
       fail(ctx.error());
-    printf("kernels: %zu oneDNN primitives, scratchpad %llu bytes, reordered weights %llu "
-           "bytes (made on this CPU)\n",
-           ctx.kernelStateCount(), static_cast<unsigned long long>(ctx.scratchpadBytes()),
-           static_cast<unsigned long long>(ctx.kernelStateBytes()));
+    printf("kernels: %s (made on this CPU)\n", kernelMemory(ctx).c_str());
   } catch (const Error &e) {
     printf("kernels: not measured (%s)\n", e.what());
   }
