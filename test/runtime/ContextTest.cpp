@@ -106,6 +106,53 @@ TEST(Manifest, RejectsMalformedManifests) {
   EXPECT_EQ(errorOf([&] { Context c(model(weightsHash()).dump()); }), "");
 }
 
+// The layout and precision keys the compiler writes for the oneDNN kernels.
+TEST(Manifest, LayoutAndPrecision) {
+  json m = model(weightsHash());
+  m["tensors"][2]["layout"] = "nhwc";
+  EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find(".layout 'nhwc' is not plain or blocked"),
+            std::string::npos);
+  m = model(weightsHash());
+  m["tensors"][2]["layout"] = "blocked"; // f32 [4]: not [N, C, H, W]
+  EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find("is blocked but not an f32 [N, C, H, W]"),
+            std::string::npos);
+  m = model(weightsHash());
+  m["precision"] = 16;
+  EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find("\"precision\" is not a string"),
+            std::string::npos);
+  m = model(weightsHash());
+  EXPECT_EQ(Context(m.dump()).precision(), "fp32");
+  m["precision"] = "bf16";
+  EXPECT_EQ(Context(m.dump()).precision(), "bf16");
+}
+
+// Only the layout-aware kernels touch a blocked tensor.
+TEST(Execution, BlockedTensorsOnlyInLayoutAwareKernels) {
+  json m = model(weightsHash());
+  m["arena_bytes"] = 4096;
+  // t4 f32 [1, 16, 2, 2] blocked at 128, t5 the same plain at 384.
+  m["tensors"].push_back({{"dtype", 1}, {"shape", {1, 16, 2, 2}}, {"region", "arena"},
+                          {"offset", 128}, {"layout", "blocked"}});
+  m["tensors"].push_back(
+      {{"dtype", 1}, {"shape", {1, 16, 2, 2}}, {"region", "arena"}, {"offset", 384}});
+  m["ops"] = json::array();
+  Context c(m.dump());
+  c.setWeightsData(kWeights, 16);
+  c.prepare();
+  int32_t neg[] = {1, 5, 1, 4}; // t5 = neg(t4): neg does not read blocked
+  hpcrt_neg(&c, 0, neg, nullptr, nullptr, nullptr);
+  EXPECT_NE(c.error().find("does not read or write the blocked layout"), std::string::npos)
+      << c.error();
+  c.clearError();
+  int32_t relu[] = {1, 5, 1, 4}; // relu does, but not into a plain result
+  hpcrt_relu(&c, 0, relu, nullptr, nullptr, nullptr);
+  EXPECT_NE(c.error().find("mix the plain and blocked layouts"), std::string::npos) << c.error();
+  c.clearError();
+  int32_t inPlace[] = {1, 4, 1, 4};
+  hpcrt_relu(&c, 0, inPlace, nullptr, nullptr, nullptr);
+  EXPECT_FALSE(c.failed()) << c.error();
+}
+
 TEST(Weights, InMemoryHashAndSize) {
   Context c(model(weightsHash()).dump());
   EXPECT_NE(errorOf([&] { c.prepare(); }).find("not loaded"), std::string::npos);
