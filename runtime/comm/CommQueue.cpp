@@ -2,7 +2,7 @@
 
 #include "CommQueue.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 #include "../cpu/Parallel.h"
 
 namespace hpcrt::comm {

@@ -10,7 +10,7 @@
 
 #include "MpiComm.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <algorithm>
 #include <climits>

@@ -8,7 +8,7 @@
 
 #include "NcclComm.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <string>
 

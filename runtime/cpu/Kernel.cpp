@@ -1,8 +1,7 @@
-//===- Kernel.cpp - kernel dispatch and shared kernel helpers --------------===//
+//===- Kernel.cpp - helpers the CPU kernels share ---------------------------===//
 //
-// runKernel decodes the ABI's id list, runs one kernel body, turns any error
-// into the context's first error (so the compiled code, which has no unwind
-// tables, never sees an exception), and keeps the trace and high-water mark.
+// Axis, dtype, shape and layout checks, index reading, broadcasting and the
+// scalar and float conversions that many kernels use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,93 +13,6 @@ namespace hpcrt {
 
 void unsupportedDtype(const char *what, int dtype) {
   fail(std::string(what) + ": dtype " + dtypeName(dtype) + " is not supported");
-}
-
-Tensor &OpCall::in(size_t k) const {
-  Tensor *t = operands.at(k);
-  if (!t)
-    fail("operand " + std::to_string(k) + " is absent (-1) but required");
-  return *t;
-}
-
-void OpCall::expect(size_t nResults, size_t nOperands) const {
-  if (results.size() != nResults || operands.size() != nOperands)
-    fail("expected " + std::to_string(nResults) + " result(s) and " +
-         std::to_string(nOperands) + " operand(s), got " +
-         std::to_string(results.size()) + " and " + std::to_string(operands.size()));
-}
-
-bool readsBlocked(const char *mnemonic) {
-  for (const char *k : {"conv", "relu", "add", "max_pool", "global_avg_pool"})
-    if (strcmp(mnemonic, k) == 0)
-      return true;
-  return false;
-}
-
-void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
-               const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn, KernelKind kind) {
-  if (!ctx || (ctx->failed() && kind != KernelKind::Communicating))
-    return;
-  bool setup = ctx->settingUp();
-  if (setup && kind != KernelKind::Stateful)
-    return;
-  bool tracing = ctx->tracing();
-  double t0 = tracing ? ctx->nowUs() : 0.0;
-  const auto &ops = ctx->ops();
-  bool known = op >= 0 && static_cast<size_t>(op) < ops.size();
-  std::string name = strchr(mnemonic, '.') ? std::string(mnemonic)
-                                           : std::string("hpc.") + mnemonic;
-  try {
-    if (!ctx->prepared())
-      fail("kernel called before the context was prepared");
-    if (!ops.empty() && !known)
-      fail("op index " + std::to_string(op) + " is not in the manifest's " +
-           std::to_string(ops.size()) + " ops");
-    if (known && ops[op].name != name)
-      fail("the manifest lists op " + std::to_string(op) + " as " + ops[op].name);
-    if (!ids)
-      fail("no tensor ids");
-    OpCall c{*ctx, op, mnemonic, {}, {}, ia, fa, sa};
-    c.setup = setup;
-    int32_t nres = ids[0];
-    if (nres < 0 || nres > 65536)
-      fail("bad result count " + std::to_string(nres));
-    c.results.reserve(static_cast<size_t>(nres));
-    for (int32_t k = 0; k < nres; ++k)
-      c.results.push_back(&ctx->tensor(ids[1 + k]));
-    int32_t nops = ids[1 + nres];
-    if (nops < 0 || nops > 65536)
-      fail("bad operand count " + std::to_string(nops));
-    c.operands.reserve(static_cast<size_t>(nops));
-    for (int32_t k = 0; k < nops; ++k) {
-      int32_t id = ids[2 + nres + k];
-      c.operands.push_back(id < 0 ? nullptr : &ctx->tensor(id));
-    }
-    for (Tensor *r : c.results)
-      if (r->region != Region::Arena)
-        fail("result tensor is not in the arena");
-    if (!readsBlocked(mnemonic))
-      for (const std::vector<Tensor *> *list : {&c.results, &c.operands})
-        for (Tensor *t : *list)
-          if (t && t->blocked)
-            fail("this kernel does not read or write the blocked layout (a tensor " +
-                 shapeString(t->shape) + " is blocked)");
-    fn(c);
-    if (!setup)
-      for (Tensor *r : c.results)
-        ctx->noteWrite(*r);
-  } catch (const Error &e) {
-    ctx->setError("op " + std::to_string(op) + " (" + name +
-                  (known && !ops[op].loc.empty() ? " at '" + ops[op].loc + "'" : "") +
-                  "): " + e.what());
-  } catch (const std::bad_alloc &) {
-    ctx->setError("op " + std::to_string(op) + " (" + name + "): out of memory");
-  } catch (const std::exception &e) {
-    ctx->setError("op " + std::to_string(op) + " (" + name + "): " + e.what());
-  }
-  if (tracing && !setup)
-    ctx->addTrace(op, t0, ctx->nowUs() - t0);
 }
 
 int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what) {

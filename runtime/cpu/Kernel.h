@@ -12,7 +12,8 @@
 #ifndef HPCRT_CPU_KERNEL_H
 #define HPCRT_CPU_KERNEL_H
 
-#include "Context.h"
+#include "../core/Float16.h"
+#include "../core/KernelCall.h"
 #include "Parallel.h"
 
 #include <algorithm>
@@ -40,61 +41,6 @@ struct bf16 {
 struct boolean {
   uint8_t v;
 };
-
-inline float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  uint32_t bits;
-  if (e == 0) {
-    float v = static_cast<float>(m) * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  if (e == 31)
-    bits = sign | 0x7f800000u | (m << 13);
-  else
-    bits = sign | ((e + 112) << 23) | (m << 13);
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t floatToHalf(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u)
-    return static_cast<uint16_t>(sign | (a > 0x7f800000u ? 0x7e00 : 0x7c00));
-  if (a >= 0x477ff000u) // rounds to infinity
-    return static_cast<uint16_t>(sign | 0x7c00);
-  if (a < 0x38800000u) { // half subnormal or zero
-    float af;
-    memcpy(&af, &a, 4);
-    uint32_t m = static_cast<uint32_t>(std::nearbyint(af * 16777216.0f));
-    return static_cast<uint16_t>(sign | m);
-  }
-  uint32_t h = (((a >> 23) - 112) << 10) | ((a & 0x7fffffu) >> 13);
-  uint32_t rest = a & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
-    ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-inline float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t floatToBf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>(((x >> 16) & 0x8000) | 0x7fc0);
-  x += 0x7fffu + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
 
 /// The type arithmetic happens in: float for f16/bf16, a byte for bool.
 template <typename T> struct ComputeOf { using type = T; };
@@ -181,120 +127,23 @@ template <typename F> void dispatchSize(size_t size, F &&f) {
 // Kernel calls
 //===----------------------------------------------------------------------===//
 
-/// One kernel invocation: its tensors and an attribute reader that follows
-/// the ABI's alphabetical order.
-struct OpCall {
-  Context &ctx;
-  int op;
-  const char *mnemonic;
-  std::vector<Tensor *> results, operands;
-  const int64_t *ia;
-  const double *fa;
-  const char *const *sa;
-  size_t ii = 0, fi = 0, si = 0;
-  /// The setup run (Context::beginSetup): a stateful kernel makes its state
-  /// and returns without computing.
-  bool setup = false;
-
-  Tensor &out(size_t k = 0) const { return *results.at(k); }
-  Tensor &in(size_t k) const;
-  Tensor *opt(size_t k) const { return operands.at(k); }
-  /// Fails unless there are exactly these many results and operands.
-  void expect(size_t nResults, size_t nOperands) const;
-
-  int64_t i() { return ia[ii++]; }
-  bool b() { return ia[ii++] != 0; }
-  std::vector<int64_t> ivec() {
-    int64_t n = i();
-    if (n < 0 || n > (1 << 20))
-      fail("bad attribute array length " + std::to_string(n));
-    std::vector<int64_t> v(ia + ii, ia + ii + n);
-    ii += static_cast<size_t>(n);
-    return v;
-  }
-  double f() { return fa[fi++]; }
-  std::vector<double> fvec() {
-    int64_t n = i();
-    if (n < 0 || n > (1 << 20))
-      fail("bad attribute array length " + std::to_string(n));
-    std::vector<double> v(fa + fi, fa + fi + n);
-    fi += static_cast<size_t>(n);
-    return v;
-  }
-  std::string s() {
-    if (!sa)
-      fail("the call has no string attributes");
-    const char *p = sa[si++];
-    return p ? p : "";
-  }
-  /// An optional F64Attr: presence flag in iattrs, value in fattrs.
-  bool optF(double &v) {
-    if (!b())
-      return false;
-    v = f();
-    return true;
-  }
-};
-
-using KernelFn = void (*)(OpCall &);
-
-/// How runKernel treats a kernel.
-enum class KernelKind {
-  Plain,
-  /// The dist collectives, send, recv: run even after an earlier kernel
-  /// failed, so that the other ranks are not left waiting for this one (the
-  /// first error stays the one reported).
-  Communicating,
-  /// Keeps a state between calls (a oneDNN primitive): runs in the setup
-  /// run as well, with OpCall::setup set.
-  Stateful,
-};
-
-/// Whether the kernel `mnemonic` handles tensors in the blocked layout
-/// (Tensor::blocked): conv, max_pool and global_avg_pool on oneDNN, relu
-/// and add elementwise over equal layouts (the compiler's hpc-plan-layouts
-/// blocks nothing else). runKernel refuses blocked tensors elsewhere.
-bool readsBlocked(const char *mnemonic);
-
-/// Runs one kernel call. `mnemonic` is the op name without "hpc." ("matmul")
-/// or a full op name ("dist.all_reduce"). In the setup run only Stateful
-/// kernels run.
-void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia,
-               const double *fa, const char *const *sa, const char *mnemonic,
-               KernelFn fn, KernelKind kind = KernelKind::Plain);
-
-#define HPCRT_KERNEL_AS(cname, mnemonic, impl)                                 \
+/// Defines the CPU backend's kernel of op `Id` (OpId::Id, Ops.def): the
+/// body `impl(OpCall &c)` and the table entry hpcrt_cpu_<Id> that
+/// CpuBackend.cpp lists. `stateful`: see KernelEntry::stateful.
+#define HPCRT_KERNEL_ENTRY(Id, impl, stateful)                                 \
   static void impl(::hpcrt::OpCall &);                                         \
-  extern "C" void cname(hpcrt_ctx *ctx, int32_t op, const int32_t *ids,        \
-                        const int64_t *ia, const double *fa,                   \
-                        const char *const *sa) {                               \
-    ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, mnemonic, impl);              \
-  }                                                                            \
+  extern const ::hpcrt::KernelEntry hpcrt_cpu_##Id;                            \
+  const ::hpcrt::KernelEntry hpcrt_cpu_##Id{impl, stateful};                   \
   static void impl(::hpcrt::OpCall &c)
 
-#define HPCRT_KERNEL(name) HPCRT_KERNEL_AS(hpcrt_##name, #name, name##_kernel)
-
-/// A kernel that keeps a state between calls (see KernelKind::Stateful).
-#define HPCRT_STATEFUL_KERNEL(name)                                            \
-  static void name##_kernel(::hpcrt::OpCall &);                                \
-  extern "C" void hpcrt_##name(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, \
-                               const int64_t *ia, const double *fa,            \
-                               const char *const *sa) {                        \
-    ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, #name, name##_kernel,         \
-                       ::hpcrt::KernelKind::Stateful);                         \
-  }                                                                            \
-  static void name##_kernel(::hpcrt::OpCall &c)
-
-/// A dist op's kernel: hpcrt_<mnemonic>, listed as "dist.<mnemonic>".
-#define HPCRT_DIST_KERNEL(name)                                                \
-  static void name##_kernel(::hpcrt::OpCall &);                                \
-  extern "C" void hpcrt_##name(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, \
-                               const int64_t *ia, const double *fa,            \
-                               const char *const *sa) {                        \
-    ::hpcrt::runKernel(ctx, op, ids, ia, fa, sa, "dist." #name, name##_kernel, \
-                       ::hpcrt::KernelKind::Communicating);                    \
-  }                                                                            \
-  static void name##_kernel(::hpcrt::OpCall &c)
+#define HPCRT_KERNEL(name) HPCRT_KERNEL_ENTRY(name, name##_kernel, false)
+/// A kernel whose op name is a C++ keyword (and, or, xor, not): Ops.def's
+/// id is the name with a trailing underscore.
+#define HPCRT_KERNEL_AS(Id, impl) HPCRT_KERNEL_ENTRY(Id, impl, false)
+/// A kernel that keeps a state between calls (KernelEntry::stateful).
+#define HPCRT_STATEFUL_KERNEL(name) HPCRT_KERNEL_ENTRY(name, name##_kernel, true)
+/// A dist op's kernel (Ops.def's HPCRT_DIST_OP: it communicates).
+#define HPCRT_DIST_KERNEL(name) HPCRT_KERNEL(name)
 
 //===----------------------------------------------------------------------===//
 // Helpers

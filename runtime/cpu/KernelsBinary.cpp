@@ -227,13 +227,13 @@ HPCRT_KERNEL(fmod) {
   });
 }
 
-HPCRT_KERNEL_AS(hpcrt_and, "and", and_kernel) {
+HPCRT_KERNEL_AS(and_, and_kernel) {
   binary<kB, false>(c, "and", [](auto x, auto y) { return static_cast<uint8_t>(x && y); });
 }
-HPCRT_KERNEL_AS(hpcrt_or, "or", or_kernel) {
+HPCRT_KERNEL_AS(or_, or_kernel) {
   binary<kB, false>(c, "or", [](auto x, auto y) { return static_cast<uint8_t>(x || y); });
 }
-HPCRT_KERNEL_AS(hpcrt_xor, "xor", xor_kernel) {
+HPCRT_KERNEL_AS(xor_, xor_kernel) {
   binary<kB, false>(c, "xor", [](auto x, auto y) { return static_cast<uint8_t>(!x != !y); });
 }
 

@@ -102,7 +102,7 @@ HPCRT_KERNEL(sign) {
   });
 }
 
-HPCRT_KERNEL_AS(hpcrt_not, "not", not_kernel) {
+HPCRT_KERNEL_AS(not_, not_kernel) {
   unary<kB>(c, "not", [](auto v) { return static_cast<uint8_t>(!v); });
 }
 

@@ -7,7 +7,7 @@
 
 #include "Args.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cerrno>
 #include <cmath>

@@ -12,7 +12,7 @@
 #ifndef HPCRT_DRIVER_FILES_H
 #define HPCRT_DRIVER_FILES_H
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -10,7 +10,7 @@
 
 #include "Metrics.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cerrno>
 #include <cmath>

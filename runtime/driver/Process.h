@@ -15,7 +15,7 @@
 
 #include "../comm/CommQueue.h"
 #include "../comm/MpiComm.h"
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <climits>
 #include <cstdint>
@@ -41,15 +41,6 @@ int launcherRank();
 /// The number of processes the launcher started (1 when not launched by
 /// mpirun), read without MPI.
 int launcherSize();
-
-/// What a command links to the kernel library it runs on (the CPU
-/// backend's OpenMP and BLAS threads), so that the driver stays neutral.
-struct Backend {
-  /// Sets the threads the kernels use (called with a positive count).
-  void (*setThreads)(int threads) = nullptr;
-  /// The threads the kernels will use (for messages).
-  int (*threads)() = nullptr;
-};
 
 /// MPI for the run of a program with a mesh: started by start(), finished
 /// (buffered sends completed, communicators freed, MPI_Finalize) when it

@@ -8,7 +8,7 @@
 
 #include "Schedule.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <algorithm>
 #include <cerrno>

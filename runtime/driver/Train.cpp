@@ -72,8 +72,8 @@ std::string withoutTrailingSlash(std::string p) {
 
 class Trainer {
 public:
-  Trainer(const TrainOptions &o, Context &ctx, MpiRun &mpi, const Backend &backend)
-      : o_(o), ctx_(ctx), mpi_(mpi), backend_(backend), root_(mpi.rank == 0),
+  Trainer(const TrainOptions &o, Context &ctx, MpiRun &mpi)
+      : o_(o), ctx_(ctx), mpi_(mpi), root_(mpi.rank == 0),
         batch_(ctx.train().batch) {
     plan_.planHash = planHash(hpc_manifest);
     plan_.model = ctx.model();
@@ -85,7 +85,6 @@ private:
   const TrainOptions &o_;
   Context &ctx_;
   MpiRun &mpi_;
-  const Backend &backend_;
   const bool root_;
   const int64_t batch_;
   CheckpointPlan plan_;
@@ -186,8 +185,8 @@ void Trainer::setupProgram() {
   int threads = static_cast<int>(o_.threads);
   if (threads == 0 && mpi_.active && !getenv("OMP_NUM_THREADS"))
     threads = mpi_.threadsPerRank();
-  if (threads > 0 && backend_.setThreads)
-    backend_.setThreads(threads);
+  if (threads > 0)
+    ctx_.backend().setThreads(threads);
   ctx_.prepare();
   setupKernels(ctx_);
   memory_.hold(ctx_.residentBytes());
@@ -278,8 +277,8 @@ void Trainer::printHeader() const {
     printf("eval: %s (every %lld steps, %lld batch%s)\n", eval_->describe().c_str(),
            static_cast<long long>(o_.evalEvery), static_cast<long long>(o_.evalBatches),
            o_.evalBatches == 1 ? "" : "es");
-  if (o_.verbose && backend_.threads)
-    printf("threads: %d\n", backend_.threads());
+  if (o_.verbose)
+    printf("threads: %d\n", ctx_.backend().threads());
   if (!resumedFrom_.empty())
     printf("resumed from %s (step %lld, next sample %lld)%s\n", resumedFrom_.c_str(),
            static_cast<long long>(doneStep_), static_cast<long long>(baseSample_),
@@ -464,7 +463,7 @@ void Trainer::finish(double wallS) {
 
 } // namespace
 
-int trainCommand(int argc, char **argv, const Backend &backend) {
+int trainCommand(int argc, char **argv) {
   Context ctx(hpc_manifest);
   if (!ctx.isTrainStep())
     fail("this program has no train step (its manifest has no \"train\"): compile the model "
@@ -476,7 +475,7 @@ int trainCommand(int argc, char **argv, const Backend &backend) {
   else if (launcherSize() > 1)
     fail("compiled for 1 rank (no mesh) but started with " + std::to_string(launcherSize()) +
          "; run it without mpirun, or compile it with --mesh");
-  Trainer trainer(o, ctx, mpi, backend);
+  Trainer trainer(o, ctx, mpi);
   return trainer.run();
 }
 

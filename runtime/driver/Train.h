@@ -5,8 +5,9 @@
 // the step's lr and number, runs the program (which updates the state region
 // in place), reads the loss and gradient norm, and logs, evaluates, dumps
 // outputs and checkpoints as the flags say. Backend-neutral: it reaches the
-// kernels only through the compiled program, and the kernel library's
-// threads through Backend. See docs/training.md, "The train command".
+// kernels only through the compiled program, and their threads through the
+// context's backend (core/Backend.h). See docs/training.md, "The train
+// command".
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +19,7 @@
 namespace hpcrt::driver {
 
 /// `./model train ...` (argv[1] is "train"); returns the exit status.
-int trainCommand(int argc, char **argv, const Backend &backend);
+int trainCommand(int argc, char **argv);
 
 /// The lines `./model info` adds for a train-step program: the state bytes
 /// and tensors, and the manifest's train section.

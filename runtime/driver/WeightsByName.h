@@ -17,7 +17,7 @@
 #ifndef HPCRT_DRIVER_WEIGHTSBYNAME_H
 #define HPCRT_DRIVER_WEIGHTSBYNAME_H
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -13,7 +13,7 @@
 
 #include "OnnxInitializers.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cerrno>
 #include <cstdio>

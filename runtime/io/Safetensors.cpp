@@ -9,7 +9,7 @@
 
 #include "Safetensors.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <nlohmann/json.hpp>
 

@@ -9,7 +9,7 @@
 
 #include "TensorIO.h"
 
-#include "../cpu/Context.h"
+#include "../core/Context.h"
 
 #include <cstring>
 #include <fstream>

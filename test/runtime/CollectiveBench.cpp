@@ -21,7 +21,7 @@
 
 #include "comm/MpiComm.h"
 #include "comm/Reduce.h"
-#include "cpu/Context.h"
+#include "core/Context.h"
 
 #include <algorithm>
 #include <cmath>

@@ -248,3 +248,82 @@ TEST(Execution, HighWaterTraceAndErrors) {
   hpcrt_add(&c, 0, toInput, nullptr, nullptr, nullptr);
   EXPECT_NE(c.error().find("not in the arena"), std::string::npos) << c.error();
 }
+
+namespace {
+
+/// A second backend, as a device backend would be one: its own memory (with
+/// its own release function) and its own table, here the CPU's kernels
+/// without hpc.mul.
+class TestBackend final : public Backend {
+public:
+  TestBackend() {
+    for (int i = 0; i < kNumOps; ++i)
+      table_[i] = defaultBackend().kernel(static_cast<OpId>(i));
+    table_[static_cast<int>(OpId::mul)] = KernelEntry{};
+  }
+  const char *name() const override { return "test"; }
+  const KernelEntry &kernel(OpId id) const override { return table_[static_cast<int>(id)]; }
+  Buffer allocate(size_t bytes) const override {
+    allocated += bytes;
+    ++live;
+    void *p = nullptr;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+      fail("out of memory");
+    return Buffer(p, bytes, [](void *q) {
+      --live;
+      free(q);
+    });
+  }
+  void setThreads(int t) const override { threads_ = t; }
+  int threads() const override { return threads_; }
+  std::string describeKernels(const hpcrt_ctx &) const override { return "test kernels"; }
+
+  static inline size_t allocated = 0;
+  static inline int live = 0;
+
+private:
+  KernelEntry table_[kNumOps];
+  mutable int threads_ = 1;
+};
+
+} // namespace
+
+TEST(Backend, CpuBackendHasEveryKernel) {
+  const Backend &cpu = defaultBackend();
+  EXPECT_STREQ(cpu.name(), "cpu");
+  for (int i = 0; i < kNumOps; ++i)
+    EXPECT_NE(cpu.kernel(static_cast<OpId>(i)).fn, nullptr)
+        << opMnemonic(static_cast<OpId>(i));
+  EXPECT_TRUE(cpu.kernel(OpId::conv).stateful);
+  EXPECT_TRUE(cpu.kernel(OpId::conv).readsBlocked);
+  EXPECT_FALSE(cpu.kernel(OpId::neg).readsBlocked);
+  EXPECT_FALSE(cpu.kernel(OpId::add).stateful);
+  EXPECT_TRUE(isCommunicating(OpId::all_reduce));
+  EXPECT_FALSE(isCommunicating(OpId::matmul));
+  EXPECT_STREQ(opMnemonic(OpId::and_), "and");
+  EXPECT_STREQ(opMnemonic(OpId::wait), "dist.wait");
+}
+
+TEST(Backend, ContextRunsOnItsBackend) {
+  TestBackend backend;
+  TestBackend::allocated = 0;
+  TestBackend::live = 0;
+  {
+    Context c(model(weightsHash()).dump(), backend);
+    EXPECT_STREQ(c.backend().name(), "test");
+    c.setWeightsData(kWeights, 16);
+    float x[4] = {10, 20, 30, 40};
+    c.bindInput(0, HPCRT_F32, {4}, x, 16);
+    c.prepare();
+    // The input's buffer and the arena are the backend's memory.
+    EXPECT_EQ(TestBackend::allocated, 16u + 128u);
+    int32_t add[] = {1, 2, 2, 0, 1}; // t0 = x + w, the CPU's kernel via the table
+    hpcrt_add(&c, 0, add, nullptr, nullptr, nullptr);
+    ASSERT_FALSE(c.failed()) << c.error();
+    EXPECT_EQ(c.tensor(2).as<float>()[3], 44.0f);
+    int32_t mul[] = {1, 3, 2, 2, 1};
+    hpcrt_mul(&c, 1, mul, nullptr, nullptr, nullptr);
+    EXPECT_EQ(c.error(), "op 1 (hpc.mul at 'node_mul'): the test backend has no kernel for hpc.mul");
+  }
+  EXPECT_EQ(TestBackend::live, 0); // every Buffer went back through its release
+}

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/Context.h"
+#include "core/KernelCall.h"
 
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -40,12 +40,6 @@
 #include <unordered_map>
 #include <vector>
 
-extern "C" {
-void hpcrt_matmul(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-                  const char *const *);
-void hpcrt_gemm(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-                const char *const *);
-}
 
 namespace {
 

@@ -28,35 +28,6 @@ using namespace hpcrt;
 using KFn = void (*)(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
                      const char *const *);
 
-#define HPCRT_KERNELS(X)                                                       \
-  X(add) X(sub) X(mul) X(div) X(pow) X(max) X(min) X(mod) X(fmod) X(equal)    \
-  X(less) X(less_equal) X(greater) X(greater_equal) X(where) X(neg) X(abs)    \
-  X(sign) X(exp) X(log) X(sqrt) X(reciprocal) X(relu) X(sigmoid) X(tanh)      \
-  X(erf) X(sin) X(cos) X(floor) X(ceil) X(round) X(silu) X(softplus)          \
-  X(hard_swish) X(gelu) X(leaky_relu) X(elu) X(hard_sigmoid) X(clip) X(cast)  \
-  X(matmul) X(gemm) X(conv) X(conv_transpose) X(softmax) X(log_softmax)       \
-  X(layer_norm) X(rms_norm) X(batch_norm) X(reduce_sum) X(reduce_mean)        \
-  X(reduce_max) X(reduce_min) X(reduce_prod) X(argmax) X(argmin) X(gather)    \
-  X(gather_elements) X(scatter_elements) X(one_hot) X(top_k) X(transpose)     \
-  X(slice) X(concat) X(split) X(expand) X(pad) X(tile) X(max_pool)            \
-  X(avg_pool) X(global_avg_pool) X(global_max_pool) X(resize)
-
-#define DECLARE(name)                                                          \
-  extern "C" void hpcrt_##name(hpcrt_ctx *, int32_t, const int32_t *,         \
-                               const int64_t *, const double *,                \
-                               const char *const *);
-HPCRT_KERNELS(DECLARE)
-extern "C" {
-void hpcrt_and(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-void hpcrt_or(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-              const char *const *);
-void hpcrt_xor(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-void hpcrt_not(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-}
-
 static std::string runCase(const json &c, const std::map<std::string, KFn> &kernels) {
   try {
     auto it = kernels.find(c.at("kernel").get<std::string>());
@@ -125,13 +96,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: hpcrt-kernel-runner CASES.json\n");
     return 2;
   }
+  // Every op's entry point by its mnemonic (Ops.def; the dist ops need a
+  // communicator and are not among the cases).
   std::map<std::string, KFn> kernels;
-#define ENTRY(name) kernels[#name] = hpcrt_##name;
-  HPCRT_KERNELS(ENTRY)
-  kernels["and"] = hpcrt_and;
-  kernels["or"] = hpcrt_or;
-  kernels["xor"] = hpcrt_xor;
-  kernels["not"] = hpcrt_not;
+#define HPCRT_OP(Id, cname, mnemonic) kernels[mnemonic] = cname;
+#include "core/Ops.def"
   std::ifstream f(argv[1]);
   json cases = json::parse(f);
   json results = json::array();

@@ -11,8 +11,6 @@
 #include "RuntimeTestUtils.h"
 #include "comm/Reduce.h"
 
-extern "C" void hpcrt_all_reduce(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,
-                                 const double *, const char *const *);
 
 using namespace hpcrt;
 using namespace hpcrt::test;

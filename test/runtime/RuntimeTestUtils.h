@@ -1,5 +1,6 @@
 //===- RuntimeTestUtils.h - calling libhpcrt kernels from tests -*- C++ -*-===//
 //
+// The kernels' entry points are declared by core/KernelCall.h (Ops.def).
 // run(Call) builds a manifest with one arena tensor per operand and result,
 // a Context from it, writes the operands (given as doubles, converted to the
 // dtype as hpc.cast would), calls the kernel through its C entry point with
@@ -22,45 +23,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-extern "C" {
-#define HPCRT_TEST_DECL(name)                                                  \
-  void hpcrt_##name(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,    \
-                    const double *, const char *const *);
-HPCRT_TEST_DECL(add) HPCRT_TEST_DECL(sub) HPCRT_TEST_DECL(mul) HPCRT_TEST_DECL(div)
-HPCRT_TEST_DECL(pow) HPCRT_TEST_DECL(max) HPCRT_TEST_DECL(min) HPCRT_TEST_DECL(mod)
-HPCRT_TEST_DECL(fmod)
-HPCRT_TEST_DECL(equal) HPCRT_TEST_DECL(less) HPCRT_TEST_DECL(less_equal)
-HPCRT_TEST_DECL(greater) HPCRT_TEST_DECL(greater_equal) HPCRT_TEST_DECL(where)
-HPCRT_TEST_DECL(neg) HPCRT_TEST_DECL(abs) HPCRT_TEST_DECL(sign)
-HPCRT_TEST_DECL(exp) HPCRT_TEST_DECL(log) HPCRT_TEST_DECL(sqrt) HPCRT_TEST_DECL(reciprocal)
-HPCRT_TEST_DECL(relu) HPCRT_TEST_DECL(sigmoid) HPCRT_TEST_DECL(tanh) HPCRT_TEST_DECL(erf)
-HPCRT_TEST_DECL(sin) HPCRT_TEST_DECL(cos) HPCRT_TEST_DECL(floor) HPCRT_TEST_DECL(ceil)
-HPCRT_TEST_DECL(round) HPCRT_TEST_DECL(silu) HPCRT_TEST_DECL(softplus)
-HPCRT_TEST_DECL(hard_swish) HPCRT_TEST_DECL(gelu) HPCRT_TEST_DECL(leaky_relu)
-HPCRT_TEST_DECL(elu) HPCRT_TEST_DECL(hard_sigmoid) HPCRT_TEST_DECL(clip) HPCRT_TEST_DECL(cast)
-HPCRT_TEST_DECL(matmul) HPCRT_TEST_DECL(gemm) HPCRT_TEST_DECL(conv)
-HPCRT_TEST_DECL(conv_transpose) HPCRT_TEST_DECL(softmax) HPCRT_TEST_DECL(log_softmax)
-HPCRT_TEST_DECL(layer_norm) HPCRT_TEST_DECL(rms_norm) HPCRT_TEST_DECL(batch_norm)
-HPCRT_TEST_DECL(reduce_sum) HPCRT_TEST_DECL(reduce_mean) HPCRT_TEST_DECL(reduce_max)
-HPCRT_TEST_DECL(reduce_min) HPCRT_TEST_DECL(reduce_prod) HPCRT_TEST_DECL(argmax)
-HPCRT_TEST_DECL(argmin) HPCRT_TEST_DECL(gather) HPCRT_TEST_DECL(gather_elements)
-HPCRT_TEST_DECL(scatter_elements) HPCRT_TEST_DECL(one_hot) HPCRT_TEST_DECL(top_k)
-HPCRT_TEST_DECL(transpose) HPCRT_TEST_DECL(slice) HPCRT_TEST_DECL(concat)
-HPCRT_TEST_DECL(split) HPCRT_TEST_DECL(expand) HPCRT_TEST_DECL(pad) HPCRT_TEST_DECL(tile)
-HPCRT_TEST_DECL(max_pool) HPCRT_TEST_DECL(avg_pool) HPCRT_TEST_DECL(global_avg_pool)
-HPCRT_TEST_DECL(global_max_pool) HPCRT_TEST_DECL(resize)
-#undef HPCRT_TEST_DECL
-// and/or/xor/not are C++ operator names: spelled out.
-void hpcrt_and(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-void hpcrt_or(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-              const char *const *);
-void hpcrt_xor(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-void hpcrt_not(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-               const char *const *);
-}
 
 namespace hpcrt::test {
 

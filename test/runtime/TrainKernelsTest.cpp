@@ -16,18 +16,6 @@
 #include <algorithm>
 #include <numeric>
 
-extern "C" {
-void hpcrt_sgd_update(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *, const double *,
-                      const char *const *);
-void hpcrt_adamw_update(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,
-                        const double *, const char *const *);
-void hpcrt_conv_weight_grad(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,
-                            const double *, const char *const *);
-void hpcrt_max_pool_grad(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,
-                         const double *, const char *const *);
-void hpcrt_avg_pool_grad(hpcrt_ctx *, int32_t, const int32_t *, const int64_t *,
-                         const double *, const char *const *);
-}
 
 using namespace hpcrt;
 using namespace hpcrt::test;

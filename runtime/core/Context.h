@@ -1,18 +1,22 @@
-//===- Context.h - the CPU runtime's execution context ----------*- C++ -*-===//
+//===- Context.h - the runtime's execution context ---------------*- C++ -*-===//
 //
 // The state behind the opaque `hpcrt_ctx` of hpcrt.h: the manifest's tensor
 // table, the weights (memory-mapped safetensors, or bytes a test hands in),
 // the arena, the bound inputs, the state region of a train-step program (and
 // its manifest's "state" and "train" sections), the arena high-water mark,
-// the Chrome trace and the first kernel error. The compiled program only
+// the Chrome trace and the first kernel error. Backend-neutral: the
+// regions' memory comes from the context's backend (Backend.h), whose
+// kernels the compiled program's calls reach. The compiled program only
 // calls kernels; everything else (parsing, binding, reporting) is driven by
 // Main.cpp, the train driver (runtime/driver) or a test.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef HPCRT_CPU_CONTEXT_H
-#define HPCRT_CPU_CONTEXT_H
+#ifndef HPCRT_CORE_CONTEXT_H
+#define HPCRT_CORE_CONTEXT_H
 
+#include "Backend.h"
+#include "Buffer.h"
 #include "hpcrt.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -119,24 +123,6 @@ struct OpInfo {
   std::string loc;  ///< the ONNX node name (or another source location)
 };
 
-/// A 64-byte aligned heap buffer.
-class Buffer {
-public:
-  Buffer() = default;
-  explicit Buffer(size_t bytes);
-  Buffer(Buffer &&other) noexcept;
-  Buffer &operator=(Buffer &&other) noexcept;
-  Buffer(const Buffer &) = delete;
-  Buffer &operator=(const Buffer &) = delete;
-  ~Buffer();
-  void *data() const { return data_; }
-  size_t size() const { return size_; }
-
-private:
-  void *data_ = nullptr;
-  size_t size_ = 0;
-};
-
 /// One axis of the manifest's "mesh".
 struct MeshAxisInfo {
   std::string name;
@@ -167,11 +153,17 @@ struct TraceEvent {
 /// The execution context (hpcrt::Context).
 struct hpcrt_ctx {
 public:
-  /// Parses and validates a manifest (throws hpcrt::Error).
-  explicit hpcrt_ctx(const std::string &manifestJson);
+  /// Parses and validates a manifest (throws hpcrt::Error); the kernels and
+  /// the regions' memory are `backend`'s (not owned; it outlives the
+  /// context).
+  explicit hpcrt_ctx(const std::string &manifestJson,
+                     const hpcrt::Backend &backend = hpcrt::defaultBackend());
   ~hpcrt_ctx();
   hpcrt_ctx(const hpcrt_ctx &) = delete;
   hpcrt_ctx &operator=(const hpcrt_ctx &) = delete;
+
+  /// The backend whose kernels run the program.
+  const hpcrt::Backend &backend() const { return backend_; }
 
   // --- manifest ---------------------------------------------------------
   const std::string &model() const { return model_; }
@@ -304,6 +296,7 @@ public:
   void clearError() { error_.clear(); }
 
 private:
+  const hpcrt::Backend &backend_;
   std::string model_;
   std::string modelPath_;
   std::string precision_ = "fp32";
@@ -367,4 +360,4 @@ uint64_t parseHash(const std::string &hex, const std::string &what);
 std::string hashString(uint64_t hash);
 } // namespace hpcrt
 
-#endif // HPCRT_CPU_CONTEXT_H
+#endif // HPCRT_CORE_CONTEXT_H

@@ -4,10 +4,10 @@
 // .pb files, maps the weights next to the executable, runs the compiled
 // program (hpc_program_run) --iters times, writes the outputs as .npy and
 // prints a summary; `./model train ...` (a program compiled with --train)
-// is the backend-neutral driver's (runtime/driver/Train.h), to which this
-// file hands the CPU kernels' thread setting; `./model info` describes the
-// model. Every error a user can cause ends in one line `<prog>: error: ...`
-// and exit status 1.
+// is the driver's (runtime/driver/Train.h); `./model info` describes the
+// model. Backend-neutral: the kernels, their threads and their memory are
+// the context's backend's (Backend.h). Every error a user can cause ends in
+// one line `<prog>: error: ...` and exit status 1.
 //
 // A partitioned program (its manifest has a "mesh") runs as one process per
 // rank under mpirun: main() starts MPI, checks the world size against the
@@ -21,15 +21,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Kernel.h"
+#include "Context.h"
+#include "Float16.h"
 #include "../driver/Args.h"
 #include "../driver/Files.h"
 #include "../driver/Process.h"
 #include "../driver/Train.h"
 #include "../io/TensorIO.h"
-
-#include <cblas.h>
-#include <omp.h>
 
 #include <cerrno>
 #include <chrono>
@@ -42,20 +40,6 @@
 
 using namespace hpcrt;
 
-/// oneDNN runs on OpenMP, the other kernels on the runtime's own pool
-/// (Parallel.h), one after the other: one of them owns the cores at a time.
-/// libgomp's idle threads would spin for a while after every oneDNN call and
-/// take the cores from the pool's next kernel, so they sleep at once unless
-/// the user chose a wait policy or a spin count. libgomp reads its
-/// environment in its constructor, before main(); an executable's
-/// preinit_array runs before any shared library's constructor.
-static void passiveOpenmp(int, char **, char **) {
-  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-}
-__attribute__((section(".preinit_array"), used)) static void (*const hpcrtPreinit)(
-    int, char **, char **) = passiveOpenmp;
-
 namespace {
 
 using driver::loadWeights;
@@ -64,13 +48,6 @@ using driver::MpiRun;
 using driver::parsePositive;
 using driver::progName;
 using driver::QuietExit;
-
-/// "N oneDNN primitives, scratchpad X bytes, reordered weights Y bytes".
-std::string kernelMemory(const Context &ctx) {
-  return std::to_string(ctx.kernelStateCount()) + " oneDNN primitives, scratchpad " +
-         std::to_string(ctx.scratchpadBytes()) + " bytes, reordered weights " +
-         std::to_string(ctx.kernelStateBytes()) + " bytes";
-}
 
 const char *usageText =
     "usage: %s run --input NAME=FILE.npy|FILE.pb ... --output-dir DIR\n"
@@ -89,12 +66,6 @@ const char *usageText =
     "              during that step, for tests; see docs/training.md)\n"
     "       %s info\n"
     "A program compiled for a mesh runs one process per rank: mpirun -n N %s run|train ...\n";
-
-/// The CPU kernels' threads: OpenMP's and OpenBLAS's.
-void setKernelThreads(int threads) {
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
-}
 
 std::string inputList(const Context &ctx) {
   std::string s;
@@ -272,7 +243,7 @@ int runCommand(int argc, char **argv) {
     if (threads == 0 && mpi.active && !getenv("OMP_NUM_THREADS"))
       threads = mpi.threadsPerRank();
     if (threads > 0)
-      setKernelThreads(threads);
+      ctx.backend().setThreads(threads);
     ctx.prepare();
     driver::setupKernels(ctx);
     ctx.setTracing(!o.trace.empty());
@@ -314,8 +285,8 @@ int runCommand(int argc, char **argv) {
              static_cast<unsigned long long>(ctx.arenaBytes()),
              static_cast<unsigned long long>(ctx.highWater()),
              ctx.arenaBytes() == ctx.highWater() ? "" : " (differ)");
-      printf("threads: %d\n", omp_get_max_threads());
-      printf("kernels: %s\n", kernelMemory(ctx).c_str());
+      printf("threads: %d\n", ctx.backend().threads());
+      printf("kernels: %s\n", ctx.backend().describeKernels(ctx).c_str());
     }
     fflush(stdout);
   });
@@ -376,7 +347,7 @@ void printKernelMemory(Context &ctx) {
     driver::setupKernels(ctx);
     if (ctx.failed())
       fail(ctx.error());
-    printf("kernels: %s (made on this CPU)\n", kernelMemory(ctx).c_str());
+    printf("kernels: %s (made on this CPU)\n", ctx.backend().describeKernels(ctx).c_str());
   } catch (const Error &e) {
     printf("kernels: not measured (%s)\n", e.what());
   }
@@ -441,12 +412,8 @@ int main(int argc, char **argv) {
     }
     if (cmd == "run")
       return runCommand(argc, argv);
-    if (cmd == "train") {
-      driver::Backend cpu;
-      cpu.setThreads = setKernelThreads;
-      cpu.threads = [] { return omp_get_max_threads(); };
-      return driver::trainCommand(argc, argv, cpu);
-    }
+    if (cmd == "train")
+      return driver::trainCommand(argc, argv);
     if (cmd == "info")
       return infoCommand(argc, argv);
     if (cmd.empty())

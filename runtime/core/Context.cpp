@@ -92,7 +92,7 @@ int64_t numElements(const std::vector<int64_t> &shape) {
   return n;
 }
 
-Buffer::Buffer(size_t bytes) : size_(bytes) {
+Buffer::Buffer(size_t bytes) : size_(bytes), release_(free) {
   if (bytes == 0)
     return;
   if (posix_memalign(&data_, 64, bytes) != 0) {
@@ -100,21 +100,27 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
     fail("out of memory allocating " + std::to_string(bytes) + " bytes");
   }
 }
-Buffer::Buffer(Buffer &&o) noexcept : data_(o.data_), size_(o.size_) {
+Buffer::Buffer(Buffer &&o) noexcept : data_(o.data_), size_(o.size_), release_(o.release_) {
   o.data_ = nullptr;
   o.size_ = 0;
 }
 Buffer &Buffer::operator=(Buffer &&o) noexcept {
   if (this != &o) {
-    free(data_);
+    reset();
     data_ = o.data_;
     size_ = o.size_;
+    release_ = o.release_;
     o.data_ = nullptr;
     o.size_ = 0;
   }
   return *this;
 }
-Buffer::~Buffer() { free(data_); }
+Buffer::~Buffer() { reset(); }
+void Buffer::reset() {
+  if (data_ && release_)
+    release_(data_);
+  data_ = nullptr;
+}
 
 std::string executableDir() {
   char buf[4096];
@@ -180,7 +186,8 @@ std::string strField(const json &obj, const char *key, const std::string &where)
 }
 } // namespace
 
-hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson) {
+hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
+    : backend_(backend) {
   epochUs_ = nowUs();
   json m;
   try {
@@ -696,7 +703,7 @@ void hpcrt_ctx::loadWeightsFile(const std::string &path) {
   if (dataOffset % 64 != 0 && dataBytes > 0) {
     // Kernels expect naturally aligned data: copy when the header size does
     // not leave the data section aligned.
-    weightsCopy_ = Buffer(dataBytes);
+    weightsCopy_ = backend_.allocate(dataBytes);
     memcpy(weightsCopy_.data(), data, dataBytes);
     data = static_cast<const uint8_t *>(weightsCopy_.data());
     munmap(mapBase_, mapBytes_);
@@ -722,7 +729,7 @@ void hpcrt_ctx::bindInput(size_t i, int dtype, const std::vector<int64_t> &shape
   if (bytes != t.bytes)
     fail("input '" + inputs_[i].name + "': expected " + std::to_string(t.bytes) +
          " bytes of data, got " + std::to_string(bytes));
-  Buffer b(bytes);
+  Buffer b = backend_.allocate(bytes);
   if (bytes)
     memcpy(b.data(), data, bytes);
   inputBuffers_[i] = std::move(b);
@@ -744,16 +751,16 @@ void hpcrt_ctx::prepare() {
   if (needWeights && !weightsData_)
     fail("weights: not loaded");
   if (!prepared_) {
-    arena_ = Buffer(arenaBytes_);
+    arena_ = backend_.allocate(arenaBytes_);
     if (arenaBytes_)
       memset(arena_.data(), 0, arenaBytes_);
-    stateBuffer_ = Buffer(stateBytes_);
+    stateBuffer_ = backend_.allocate(stateBytes_);
     initializeState();
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputBound_[i]) {
       const Tensor &t = tensors_[inputs_[i].tensor];
-      inputBuffers_[i] = Buffer(t.bytes);
+      inputBuffers_[i] = backend_.allocate(t.bytes);
       if (t.bytes)
         memset(inputBuffers_[i].data(), 0, t.bytes);
       inputBound_[i] = true;
@@ -816,7 +823,7 @@ uint64_t hpcrt_ctx::residentBytes() const {
 void hpcrt_ctx::endSetup() {
   settingUp_ = false;
   if (scratchpadWanted_ > scratchpad_.size())
-    scratchpad_ = Buffer(scratchpadWanted_);
+    scratchpad_ = backend_.allocate(scratchpadWanted_);
 }
 
 KernelState *hpcrt_ctx::kernelState(int op) const {
@@ -840,7 +847,7 @@ void hpcrt_ctx::requireScratchpad(size_t bytes) {
 void *hpcrt_ctx::scratchpad(size_t bytes) {
   requireScratchpad(bytes);
   if (bytes > scratchpad_.size())
-    scratchpad_ = Buffer(scratchpadWanted_);
+    scratchpad_ = backend_.allocate(scratchpadWanted_);
   return scratchpad_.data();
 }
 
