@@ -8,6 +8,9 @@
 //    embedding this way) becomes hpc.gemm(A, W) with trans_b, between
 //    reshapes: the kernel reads W's rows as columns, and the transposed copy
 //    of W (a 154 MB copy per run for GPT-2 small's head) is never made.
+//    And a linear layer's weight gradient, reduce_sum over the batch of
+//    matmul(transpose(A), D), becomes one hpc.gemm with trans_a over all the
+//    rows (no transposed copy of A, no partial products to add up).
 // 1. hpc.add(hpc.matmul(A, W), b) with W 2-D and b a vector over the output
 //    features becomes one hpc.gemm with C = b, between reshapes (views) that
 //    flatten A's leading dimensions and restore them.
@@ -242,6 +245,57 @@ bool fuseTransposedWeight(hpc::MatMulOp mm) {
   return true;
 }
 
+/// Rewrite 0b: `sum` = reduce_sum(matmul(transpose(A), D)) over exactly the
+/// batch dimensions, A [B..., M, K] with its last two dimensions swapped,
+/// D [B..., M, N], optionally with a cast back from bf16 between the
+/// matmul and the sum; every value on the way read only by the next op.
+bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
+  Value in = sum.getInput();
+  hpc::CastOp back = castBack(in);
+  Value product = back ? back.getInput() : in;
+  auto mm = product.getDefiningOp<hpc::MatMulOp>();
+  if (!mm || !in.hasOneUse() || !product.hasOneUse())
+    return false;
+  auto tr = mm.getLhs().getDefiningOp<hpc::TransposeOp>();
+  if (!tr || !tr.getResult().hasOneUse())
+    return false;
+  Value a = tr.getInput(), d = mm.getRhs();
+  if (!isStaticFloat(a) || !isStaticFloat(d) || !isStaticFloat(sum.getResult()))
+    return false;
+  ArrayRef<int64_t> as = rankedOf(a).getShape(), ds = rankedOf(d).getShape();
+  int64_t rank = static_cast<int64_t>(as.size());
+  if (rank < 3 || ds.size() != as.size() || as.drop_back() != ds.drop_back())
+    return false;
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(swap[rank - 1], swap[rank - 2]);
+  SmallVector<int64_t> batch = llvm::to_vector(llvm::seq<int64_t>(0, rank - 2));
+  if (tr.getPerm() != ArrayRef<int64_t>(swap) || sum.getAxes() != ArrayRef<int64_t>(batch))
+    return false;
+  int64_t rows = 1;
+  for (int64_t dim : as.drop_back())
+    rows *= dim;
+  OpBuilder b(sum);
+  Location loc = b.getFusedLoc({tr.getLoc(), mm.getLoc(), sum.getLoc()});
+  Value a2 = reshapeTo(b, loc, a, {rows, as.back()});
+  Value d2 = reshapeTo(b, loc, d, {rows, ds.back()});
+  auto gemm = hpc::GemmOp::create(b, loc, a2, d2, Value(), APFloat(1.0), APFloat(0.0),
+                                  /*trans_a=*/true, /*trans_b=*/false, "none");
+  Value out = gemm.getResult();
+  if (back) {
+    auto f32 = RankedTensorType::get(rankedOf(out).getShape(),
+                                     rankedOf(in).getElementType());
+    out = hpc::CastOp::create(b, back.getLoc(), f32, out, back.getToAttr());
+  }
+  out = reshapeTo(b, loc, out, rankedOf(sum.getResult()).getShape());
+  sum.getResult().replaceAllUsesWith(out);
+  sum.erase();
+  if (back)
+    back.erase();
+  mm.erase();
+  tr.erase();
+  return true;
+}
+
 /// The gemm or conv with no activation yet whose result `v` is, directly or
 /// through at most one hpc.reshape and one cast back from bf16 (in either
 /// order), each value on the way read only by the next op; null otherwise.
@@ -293,6 +347,11 @@ struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
       for (hpc::MatMulOp mm : mms)
         if (fuseTransposedWeight(mm))
           ++numTransposes;
+      SmallVector<hpc::ReduceSumOp> sums;
+      func.walk([&](hpc::ReduceSumOp sum) { sums.push_back(sum); });
+      for (hpc::ReduceSumOp sum : sums)
+        if (fuseBatchSummedProduct(sum))
+          ++numWeightGradients;
       SmallVector<hpc::AddOp> adds;
       func.walk([&](hpc::AddOp add) { adds.push_back(add); });
       Bf16Biases bf16;

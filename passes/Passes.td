@@ -99,7 +99,16 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
     ```
     First, `hpc.matmul(A, hpc.transpose(W) {perm = [1, 0]})` with W 2-D (a
     tied LM head) becomes `hpc.gemm(A, W) {trans_b = true}` between the
-    same reshapes: the transposed copy of W is never made.
+    same reshapes: the transposed copy of W is never made. And the weight
+    gradient of a linear layer as the autodiff writes it,
+    `hpc.reduce_sum(hpc.matmul(hpc.transpose(A), D))` with A [B..., M, K]
+    transposed in its last two dimensions, D [B..., M, N] and the sum over
+    exactly the batch dimensions B... (also through a cast back from bf16
+    between the matmul and the sum), becomes one
+    `hpc.gemm(A', D') {trans_a = true}` of A and D reshaped to
+    [prod(B...) * M, K] and [prod(B...) * M, N], reshaped to the sum's
+    shape: no transposed copy of A and no batch of [K, N] partial products
+    to add up.
 
     Every fused intermediate (the matmul's result, the sum, the
     pre-activation, a cast back, the transposed weight) must have the
@@ -112,6 +121,8 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numTransposes", "transposes",
               "Matmuls of a transposed 2-D weight made gemms with trans_b">,
+    Statistic<"numWeightGradients", "weight-gradients",
+              "Batch-summed matmuls of a transposed activation made gemms with trans_a">,
     Statistic<"numBiases", "biases", "Bias adds of a matmul fused into a gemm">,
     Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">
   ];

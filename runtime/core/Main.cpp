@@ -61,7 +61,7 @@ const char *usageText =
     "              [--eval-data NAME=FILE ... | --eval-tokens FILE] [--eval-every K]\n"
     "              [--eval-batches K] [--init-weights FILE.safetensors]\n"
     "              [--save FILE.safetensors] [--dump-outputs DIR --dump-steps S,...]\n"
-    "              [--weights FILE] [--verbose]\n"
+    "              [--weights FILE] [--trace FILE.json] [--verbose]\n"
     "              (a program compiled with --train; HPC_FAULT=kill@STEP kills it\n"
     "              during that step, for tests; see docs/training.md)\n"
     "       %s info\n"
@@ -163,40 +163,6 @@ Options parseRun(int argc, char **argv) {
   if (!haveOut || o.outputDir.empty())
     fail("missing --output-dir DIR");
   return o;
-}
-
-/// Rank 0 collects every rank's trace events (start times relative to the
-/// barrier before the first run, pid = rank); other ranks get none.
-std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
-  std::vector<double> mine;
-  for (const TraceEvent &e : ctx.trace()) {
-    mine.push_back(e.op);
-    mine.push_back(e.run);
-    mine.push_back(e.startUs - t0Us);
-    mine.push_back(e.durationUs);
-  }
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(mpi.size), displs(mpi.size);
-  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < mpi.size; ++r) {
-    displs[r] = total;
-    total += counts[r];
-  }
-  std::vector<double> all(mpi.rank == 0 ? std::max(total, 1) : 1);
-  MPI_Gatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
-              MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  std::vector<TraceEvent> events;
-  if (mpi.rank != 0)
-    return events;
-  for (int r = 0; r < mpi.size; ++r)
-    for (int k = displs[r]; k + 3 < displs[r] + counts[r]; k += 4) {
-      TraceEvent e{static_cast<int32_t>(all[k]), static_cast<int32_t>(all[k + 1]), all[k + 2],
-                   all[k + 3]};
-      e.rank = r;
-      events.push_back(e);
-    }
-  return events;
 }
 
 int runCommand(int argc, char **argv) {
@@ -314,22 +280,8 @@ int runCommand(int argc, char **argv) {
     }
   }
 
-  if (!o.trace.empty()) {
-    std::vector<TraceEvent> events;
-    if (mpi.active)
-      events = gatherTrace(ctx, mpi, t0Us);
-    mpi.step([&] {
-      if (!mpi.active)
-        ctx.writeTrace(o.trace);
-      else if (root)
-        ctx.writeTrace(o.trace, events);
-      if (o.verbose && root) {
-        printf("trace: %s (%zu events%s)\n", o.trace.c_str(), ctx.trace().size(),
-               mpi.active ? " on rank 0" : "");
-        fflush(stdout);
-      }
-    });
-  }
+  if (!o.trace.empty())
+    driver::writeTrace(ctx, mpi, o.trace, t0Us, o.verbose);
   return 0;
 }
 

@@ -2,13 +2,14 @@
 //
 // Reductions walk the kept dimensions outside and the reduced ones inside
 // (both coalesced); when there are few outputs the reduced range is split
-// across threads instead. Float sums and products accumulate in double,
+// across threads instead. Float sums and products accumulate in double
+// (f32 sums over a contiguous innermost run in Simd.h's double lanes),
 // integer ones wrap; max and min propagate NaN.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
-
+#include "Simd.h"
 
 using namespace hpcrt;
 
@@ -42,12 +43,13 @@ struct Dims {
   }
 };
 
-/// Calls f(offset) for the reduced linear indices [s, e) relative to base.
-template <typename F> void walkRange(const Dims &r, int64_t base, int64_t s, int64_t e, F &&f) {
+/// Calls f(offset, n, stride) for the runs along the innermost reduced
+/// dimension that cover the reduced linear indices [s, e) relative to base.
+template <typename F> void walkRuns(const Dims &r, int64_t base, int64_t s, int64_t e, F &&f) {
   if (s >= e)
     return;
   if (r.size.empty()) {
-    f(base);
+    f(base, int64_t(1), int64_t(1));
     return;
   }
   int rank = static_cast<int>(r.size.size());
@@ -61,8 +63,7 @@ template <typename F> void walkRange(const Dims &r, int64_t base, int64_t s, int
   int64_t inner = r.size.back(), is = r.stride.back();
   while (s < e) {
     int64_t n = std::min(e - s, inner - co[rank - 1]);
-    for (int64_t j = 0; j < n; ++j)
-      f(off + j * is);
+    f(off, n, is);
     s += n;
     off += n * is;
     co[rank - 1] += n;
@@ -72,6 +73,29 @@ template <typename F> void walkRange(const Dims &r, int64_t base, int64_t s, int
       off += r.stride[d - 1] - r.size[d] * r.stride[d];
     }
   }
+}
+
+/// Calls f(offset) for the reduced linear indices [s, e) relative to base.
+template <typename F> void walkRange(const Dims &r, int64_t base, int64_t s, int64_t e, F &&f) {
+  walkRuns(r, base, s, e, [&](int64_t off, int64_t n, int64_t is) {
+    for (int64_t j = 0; j < n; ++j)
+      f(off + j * is);
+  });
+}
+
+/// Sums of f32 over [s, e) of the reduced space (double accumulation):
+/// contiguous runs through Simd.h's sumRowD where this CPU has it.
+double sumF32(const float *p, const Dims &r, int64_t base, int64_t s, int64_t e) {
+  double a = 0;
+#ifdef HPCRT_X86_SIMD
+  if (simdLevel() > 0 && !r.size.empty() && r.stride.back() == 1) {
+    auto row = simdLevel() == 2 ? avx512::sumRowD : avx2::sumRowD;
+    walkRuns(r, base, s, e, [&](int64_t off, int64_t n, int64_t) { a += row(p + off, n); });
+    return a;
+  }
+#endif
+  walkRange(r, base, s, e, [&](int64_t off) { a += p[off]; });
+  return a;
 }
 
 template <typename T, Red K> struct Acc {
@@ -118,6 +142,10 @@ template <typename T, Red K> struct Acc {
     }
   }
 };
+
+/// f32 sums and means, which sumF32 computes.
+template <typename T, Red K>
+constexpr bool kF32Sum = std::is_same_v<T, float> && (K == Red::Sum || K == Red::Mean);
 
 template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
   c.expect(1, 1);
@@ -175,8 +203,11 @@ template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
       parallelFor(nOut, static_cast<double>(nRed), [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
           A a = Ac::init();
-          walkRange(red, kept.offsetOf(o), 0, nRed,
-                    [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
+          if constexpr (kF32Sum<T, K>)
+            a = sumF32(p, red, kept.offsetOf(o), 0, nRed);
+          else
+            walkRange(red, kept.offsetOf(o), 0, nRed,
+                      [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
           Ac::store(q, o, a, nRed);
         }
       });
@@ -192,8 +223,11 @@ template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
         for (int64_t t = t0; t < t1; ++t) {
           int64_t s = nRed * t / parts, e = nRed * (t + 1) / parts;
           A a = Ac::init();
-          walkRange(red, base, s, e,
-                    [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
+          if constexpr (kF32Sum<T, K>)
+            a = sumF32(p, red, base, s, e);
+          else
+            walkRange(red, base, s, e,
+                      [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
           part[t] = a;
         }
       });

@@ -16,6 +16,7 @@
 
 #include "Dnnl.h"
 #include "Kernel.h"
+#include "Simd.h"
 
 #include <memory>
 
@@ -180,6 +181,19 @@ HPCRT_KERNEL(adamw_update) {
     const T b2 = static_cast<T>(beta2), c2 = static_cast<T>(1.0 - beta2);
     const T bc2 = static_cast<T>(biasCorrection2Sqrt), e = static_cast<T>(eps);
     const T negStep = static_cast<T>(-stepSize);
+#ifdef HPCRT_X86_SIMD
+    // f32 on AVX2/AVX-512: the same operations in vectors (Simd.h).
+    if constexpr (std::is_same_v<T, float>) {
+      if (simdLevel() > 0) {
+        auto row = simdLevel() == 2 ? avx512::adamwRow : avx2::adamwRow;
+        parallelFor(param.numel, kUpdateCost, [&](int64_t i0, int64_t i1) {
+          row(p + i0, gr + i0, m + i0, v + i0, i1 - i0, decay, keep, smallWeight, w, b2, c2,
+              bc2, e, negStep);
+        });
+        return;
+      }
+    }
+#endif
     parallelFor(param.numel, 3 * kUpdateCost, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         T pv = p[i];

@@ -2,7 +2,7 @@
 //
 // One loop per op over the flat elements (unary ops never broadcast). f16 and
 // bf16 compute in float, integers wrap instead of overflowing. f32 exp,
-// sigmoid, silu and tanh-gelu use Simd.h's vectorized exp on AVX2/AVX-512.
+// sigmoid, silu, tanh and tanh-gelu use Simd.h's vectorized exp on AVX2/AVX-512.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,7 +129,11 @@ HPCRT_KERNEL(sigmoid) {
     return;
   unary<kF>(c, "sigmoid", [](auto v) { return sigmoidOf(v); });
 }
-FLOAT_UNARY(tanh, std::tanh(v))
+HPCRT_KERNEL(tanh) {
+  if (vectorUnary(c, "tanh", HPCRT_ROWS(tanhRow)))
+    return;
+  unary<kF>(c, "tanh", [](auto v) { return std::tanh(v); });
+}
 FLOAT_UNARY(erf, std::erf(v))
 FLOAT_UNARY(sin, std::sin(v))
 FLOAT_UNARY(cos, std::cos(v))

@@ -75,6 +75,7 @@ inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V div_(V a, V b) { return _mm512_div_ps(a, b); }
+inline V sqrt_(V a) { return _mm512_sqrt_ps(a); }
 inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V max_(V a, V b) { return _mm512_max_ps(a, b); }
 inline V min_(V a, V b) { return _mm512_min_ps(a, b); }
@@ -135,6 +136,7 @@ inline V add(V a, V b) { return _mm256_add_ps(a, b); }
 inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V div_(V a, V b) { return _mm256_div_ps(a, b); }
+inline V sqrt_(V a) { return _mm256_sqrt_ps(a); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V max_(V a, V b) { return _mm256_max_ps(a, b); }
 inline V min_(V a, V b) { return _mm256_min_ps(a, b); }

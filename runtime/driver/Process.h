@@ -136,6 +136,13 @@ void runProgram(Context &ctx, MpiRun &mpi);
 /// exits 1).
 void finishRun(Context &ctx, MpiRun &mpi);
 
+/// Writes the kernels' Chrome trace (`run --trace`, `train --trace`): the
+/// context's events, or under MPI every rank's (pid = rank, start times
+/// relative to `t0Us`, the barrier before the first run), by rank 0.
+/// Collective under MPI; `verbose` prints where it went.
+void writeTrace(Context &ctx, MpiRun &mpi, const std::string &path, double t0Us,
+                bool verbose);
+
 } // namespace hpcrt::driver
 
 #endif // HPCRT_DRIVER_PROCESS_H

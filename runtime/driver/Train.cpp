@@ -85,6 +85,7 @@ private:
   const TrainOptions &o_;
   Context &ctx_;
   MpiRun &mpi_;
+  double traceStartUs_ = 0; ///< the trace's time 0: the first step's start
   const bool root_;
   const int64_t batch_;
   CheckpointPlan plan_;
@@ -144,6 +145,7 @@ int Trainer::run() {
   if (root_)
     printHeader();
   auto loopStart = Clock::now();
+  traceStartUs_ = ctx_.nowUs();
   for (int64_t s = doneStep_ + 1; s <= o_.steps; ++s) {
     StepReport r = trainStep(s);
     report(r, loopStart);
@@ -152,6 +154,8 @@ int Trainer::run() {
   if (root_)
     progress_->finish();
   finish(msSince(loopStart) / 1000.0);
+  if (!o_.trace.empty())
+    writeTrace(ctx_, mpi_, o_.trace, traceStartUs_, o_.verbose);
   return 0;
 }
 
@@ -189,6 +193,7 @@ void Trainer::setupProgram() {
     ctx_.backend().setThreads(threads);
   ctx_.prepare();
   setupKernels(ctx_);
+  ctx_.setTracing(!o_.trace.empty());
   memory_.hold(ctx_.residentBytes());
   memory_.transient(loading);
 }

@@ -114,6 +114,8 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
       o.dumpSteps = parsePositiveList(f, a.value());
     } else if (f == "--weights") {
       setOnce(o.weights, f, a.value());
+    } else if (f == "--trace") {
+      setOnce(o.trace, f, a.value());
     } else if (f == "--verbose" || f == "-v") {
       a.noValue();
       o.verbose = true;

@@ -43,6 +43,7 @@ struct TrainOptions {
   std::string dumpDir;       ///< --dump-outputs DIR
   std::vector<int64_t> dumpSteps; ///< --dump-steps 1,20
   std::string weights;       ///< --weights FILE (as for run)
+  std::string trace;         ///< --trace FILE.json: the kernels of every step
   bool verbose = false;      ///< --verbose
 };
 

@@ -391,3 +391,48 @@ func.func @transposed_weight_two_uses(%x: tensor<8x64xf32>, %w: tensor<100x64xf3
   %y = hpc.matmul %x, %t : (tensor<8x64xf32>, tensor<64x100xf32>) -> tensor<8x100xf32>
   return %y, %t : tensor<8x100xf32>, tensor<64x100xf32>
 }
+
+// -----
+
+// A linear layer's weight gradient as the autodiff writes it: one gemm with
+// trans_a over the 16 rows of the batch.
+// CHECK-LABEL: func @weight_gradient
+// CHECK-NOT: hpc.transpose
+// CHECK-NOT: hpc.reduce_sum
+// CHECK-DAG: %[[A:.+]] = hpc.reshape %arg0 {shape = array<i64: 16, 64>}
+// CHECK-DAG: %[[D:.+]] = hpc.reshape %arg1 {shape = array<i64: 16, 32>}
+// CHECK: %[[G:.+]] = hpc.gemm %[[A]], %[[D]] {{.*}}trans_a = true{{.*}} : (tensor<16x64xf32>, tensor<16x32xf32>) -> tensor<64x32xf32>
+// CHECK: hpc.reshape %[[G]] {shape = array<i64: 1, 64, 32>}
+func.func @weight_gradient(%x: tensor<2x8x64xf32>, %dy: tensor<2x8x32xf32>) -> tensor<1x64x32xf32> {
+  %t = hpc.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x8x64xf32>) -> tensor<2x64x8xf32>
+  %p = hpc.matmul %t, %dy : (tensor<2x64x8xf32>, tensor<2x8x32xf32>) -> tensor<2x64x32xf32>
+  %s = hpc.reduce_sum %p {axes = array<i64: 0>} : (tensor<2x64x32xf32>) -> tensor<1x64x32xf32>
+  return %s : tensor<1x64x32xf32>
+}
+
+// Two batch dimensions, summed without keepdims.
+// CHECK-LABEL: func @weight_gradient_two_batch_dims
+// CHECK: hpc.gemm %{{.+}}, %{{.+}} {{.*}}trans_a = true{{.*}} : (tensor<24x16xf32>, tensor<24x8xf32>) -> tensor<16x8xf32>
+// CHECK-NOT: hpc.reduce_sum
+func.func @weight_gradient_two_batch_dims(%x: tensor<2x3x4x16xf32>, %dy: tensor<2x3x4x8xf32>) -> tensor<16x8xf32> {
+  %t = hpc.transpose %x {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x4x16xf32>) -> tensor<2x3x16x4xf32>
+  %p = hpc.matmul %t, %dy : (tensor<2x3x16x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x16x8xf32>
+  %s = hpc.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3x16x8xf32>) -> tensor<16x8xf32>
+  return %s : tensor<16x8xf32>
+}
+
+// A sum over only some of the batch dimensions, a transpose that is not of
+// the last two, or a product another op reads stay as they are.
+// CHECK-LABEL: func @weight_gradient_not_matched
+// CHECK-NOT: hpc.gemm
+// CHECK: return
+func.func @weight_gradient_not_matched(%x: tensor<2x3x4x16xf32>, %dy: tensor<2x3x4x8xf32>, %x3: tensor<2x8x64xf32>, %dy3: tensor<2x8x32xf32>)
+    -> (tensor<1x3x16x8xf32>, tensor<1x64x32xf32>, tensor<2x64x32xf32>) {
+  %t = hpc.transpose %x {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x4x16xf32>) -> tensor<2x3x16x4xf32>
+  %p = hpc.matmul %t, %dy : (tensor<2x3x16x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x16x8xf32>
+  %s = hpc.reduce_sum %p {axes = array<i64: 0>} : (tensor<2x3x16x8xf32>) -> tensor<1x3x16x8xf32>
+  %t3 = hpc.transpose %x3 {perm = array<i64: 0, 2, 1>} : (tensor<2x8x64xf32>) -> tensor<2x64x8xf32>
+  %p3 = hpc.matmul %t3, %dy3 : (tensor<2x64x8xf32>, tensor<2x8x32xf32>) -> tensor<2x64x32xf32>
+  %s3 = hpc.reduce_sum %p3 {axes = array<i64: 0>} : (tensor<2x64x32xf32>) -> tensor<1x64x32xf32>
+  return %s, %s3, %p3 : tensor<1x3x16x8xf32>, tensor<1x64x32xf32>, tensor<2x64x32xf32>
+}

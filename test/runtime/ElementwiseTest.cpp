@@ -163,6 +163,32 @@ TEST(Unary, FloatFunctions) {
             (std::vector<double>{-5, 7}));
 }
 
+TEST(Unary, VectorTanhWithinFourUlpEverywhere) {
+  // Dense over the range where tanh is not +-1 in float, and the switch of
+  // the vector code at |x| = 0.25, tiny values, infinities, NaN and -0.
+  std::vector<double> xs;
+  for (int i = -20000; i <= 20000; ++i)
+    xs.push_back(i * 5e-4);
+  for (double v : {1e-30, 1e-12, 1e-6, 0.2499999, 0.25, 0.2500001, 9.0, 44.0, 100.0})
+    for (double s : {1.0, -1.0})
+      xs.push_back(s * v);
+  xs.push_back(INFINITY);
+  xs.push_back(-INFINITY);
+  xs.push_back(NAN);
+  xs.push_back(-0.0);
+  int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<double> got = run1({hpcrt_tanh, {f32({n}, xs)}, {{HPCRT_F32, {n}}}});
+  double worst = 0;
+  for (int64_t i = 0; i + 2 < n; ++i) {
+    double want = std::tanh(static_cast<double>(static_cast<float>(xs[i])));
+    worst = std::max(worst, std::abs(got[i] - want) / std::max(std::abs(want), 1e-38));
+  }
+  EXPECT_LT(worst, 4 * 5.96e-8) << "worst relative error " << worst;
+  EXPECT_TRUE(std::isnan(got[n - 2]));
+  EXPECT_EQ(got[n - 1], 0.0);
+  EXPECT_TRUE(std::signbit(got[n - 1]));
+}
+
 TEST(Unary, HalfAndBfloat16ComputeInFloat) {
   Val h = val(HPCRT_F16, {3}, {0.5, 1, -2});
   expectNear(run1({hpcrt_exp, {h}, {{HPCRT_F16, {3}}}}), {std::exp(0.5), std::exp(1.0), std::exp(-2.0)},
