@@ -157,9 +157,11 @@ uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose) {
     if (verbose)
       fprintf(stderr,
               "weights: %s by name, laid out for this plan (%zu entries from it, %zu from "
-              "%s; %llu bytes)\n",
+              "%s; %llu bytes%s)\n",
               override.c_str(), r.fromFile, r.fromOwn, own.c_str(),
-              static_cast<unsigned long long>(ctx.weightsBytes()));
+              static_cast<unsigned long long>(ctx.weightsBytes()),
+              r.narrowed ? ("; " + std::to_string(r.narrowed) + " rounded from f32").c_str()
+                         : "");
     if (!r.unused.empty() && launcherRank() == 0) {
       fprintf(stderr, "%s: warning: %s: %zu tensor%s the program does not use ('%s'%s)\n",
               progName.c_str(), override.c_str(), r.unused.size(),

@@ -12,6 +12,7 @@
 #include "WeightsByName.h"
 
 #include "Files.h"
+#include "../core/Float16.h"
 #include "../io/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,21 @@ struct PlanEntry {
 bool isFloating(int dtype) {
   return dtype == HPCRT_F32 || dtype == HPCRT_F16 || dtype == HPCRT_BF16 ||
          dtype == HPCRT_F64;
+}
+
+/// Whether an entry stored as `entry` may take an f32 tensor of `source`
+/// dtype, rounded (to nearest even): a `--precision=bf16` binary's bf16
+/// weights from an f32 training run's file.
+bool narrows(int source, int entry) {
+  return source == HPCRT_F32 && (entry == HPCRT_BF16 || entry == HPCRT_F16);
+}
+
+/// Rounds `n` floats to the 16-bit `dtype` (HPCRT_BF16 or HPCRT_F16).
+void narrowFloats(const float *src, size_t n, int dtype, uint8_t *dst) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits = dtype == HPCRT_BF16 ? floatToBf16(src[i]) : floatToHalf(src[i]);
+    memcpy(dst + 2 * i, &bits, 2);
+  }
 }
 
 bool allDigits(const std::string &s) {
@@ -193,7 +209,7 @@ std::string need(const PlanEntry &e) {
 void checkSource(const PlanEntry &e, const SafetensorsRecord &t, bool sliced,
                  const std::string &file) {
   std::string mine = describe(e.record->dtypeName, e.logical);
-  if (t.dtypeName != e.record->dtypeName)
+  if (t.dtypeName != e.record->dtypeName && !narrows(t.dtype, e.record->dtype))
     fail(file + ": tensor '" + t.name + "' is " + describe(t.dtypeName, t.shape) +
          ", the program's weight is " + mine);
   if (!sliced) {
@@ -350,9 +366,18 @@ ByNameReport loadWeightsByName(Context &ctx, const std::string &ownPath,
     checkSource(e, *t, sliced, path);
     PlanEntry copy = e;
     copy.sliced = sliced;
-    gather(copy, byName.data() + file.dataOffset + t->begin, t->shape,
-           dtypeSize(e.record->dtype),
-           static_cast<uint8_t *>(data.data()) + e.record->begin);
+    const uint8_t *src = byName.data() + file.dataOffset + t->begin;
+    uint8_t *dst = static_cast<uint8_t *>(data.data()) + e.record->begin;
+    if (t->dtype == e.record->dtype) {
+      gather(copy, src, t->shape, dtypeSize(e.record->dtype), dst);
+    } else {
+      // Gathered in f32, then rounded once into the entry's precision.
+      size_t n = static_cast<size_t>(numElements(e.record->shape));
+      std::vector<float> wide(n);
+      gather(copy, src, t->shape, sizeof(float), reinterpret_cast<uint8_t *>(wide.data()));
+      narrowFloats(wide.data(), n, e.record->dtype, dst);
+      ++report.narrowed;
+    }
     used.insert(t->name);
     ++report.fromFile;
   }

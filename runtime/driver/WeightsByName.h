@@ -9,7 +9,10 @@
 // dtype, shape and data offsets. The data section the plan expects is built
 // from FILE's whole tensors: copied, cut out, or rearranged into pieces.
 // Constants, and integer or bool weights FILE lacks (masks, index tables:
-// never trained), come from the binary's own file. Every mismatch is one
+// never trained), come from the binary's own file. A bf16 or f16 weight of
+// the plan (`--precision=bf16`) takes FILE's f32 tensor, rounded to nearest
+// even once, so an f32 training run's weights serve a bf16 binary. Every
+// other mismatch is one
 // hpcrt::Error naming the tensor and the file.
 //
 //===----------------------------------------------------------------------===//
@@ -36,6 +39,7 @@ bool isByNameWeights(const std::string &path);
 struct ByNameReport {
   size_t fromFile = 0; ///< entries built from the file's tensors
   size_t fromOwn = 0;  ///< entries taken from the binary's own file
+  size_t narrowed = 0; ///< of fromFile, f32 tensors rounded to bf16/f16
   /// The file's tensors that no entry of the plan reads.
   std::vector<std::string> unused;
   /// Bytes mapped while laying out (both files), on top of the result.
