@@ -4,6 +4,8 @@
 
 #include <omp.h>
 
+#include <atomic>
+
 namespace hpcrt::onednn {
 
 dn::engine &engine() {
@@ -25,6 +27,13 @@ ThreadScope::~ThreadScope() {
   if (omp_get_max_threads() != saved_)
     omp_set_num_threads(saved_);
 }
+
+namespace {
+std::atomic<bool> primitivesOn{true};
+} // namespace
+
+void setPrimitivesEnabled(bool on) { primitivesOn.store(on, std::memory_order_relaxed); }
+bool primitivesEnabled() { return primitivesOn.load(std::memory_order_relaxed); }
 
 int threadsFor(double flops) {
   // ~100 us at the ~50 GFLOP/s of one core.

@@ -80,6 +80,13 @@ private:
 /// parallelFor decides for the runtime's own pool).
 int threadsFor(double flops);
 
+/// False: the kernels that keep their own f32 code next to a oneDNN path
+/// (layer_norm, KernelsNorm.cpp) run their own code and make no
+/// primitive. For the tests that check both paths and for hpcrt-norm-bench
+/// (which times the two against each other); true unless set.
+void setPrimitivesEnabled(bool on);
+bool primitivesEnabled();
+
 /// One op's primitive and the memory objects of its arguments.
 struct Primitive : KernelState {
   std::string key; ///< what it was made for (shapes, dtypes, attributes)

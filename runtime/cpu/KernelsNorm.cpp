@@ -1,13 +1,21 @@
 //===- KernelsNorm.cpp - softmax, log_softmax, layer/rms/batch norm --------===//
 //
-// Statistics accumulate in double; f16/bf16 load and store through float.
+// f32 layer_norm runs on oneDNN's layer normalization (made once, in the
+// setup run); softmax, log_softmax, rms_norm and batch_norm keep the
+// runtime's own kernels, each with the measurement that kept it
+// (test/runtime/NormBench.cpp; docs/benchmarks.md, "Norms and softmax:
+// oneDNN against the own kernels"). In the own kernels
+// statistics accumulate in double; f16/bf16 load and store through float.
 // f32 softmax and layer/rms norm over the last axis run Simd.h's row kernels
 // on AVX2/AVX-512 (float lanes; the softmax exp is Cephes' expf, ~1 ulp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dnnl.h"
 #include "Kernel.h"
 #include "Simd.h"
+
+#include <cstring>
 
 using namespace hpcrt;
 
@@ -23,6 +31,14 @@ void splitAxis(const Tensor &t, int64_t axis, int64_t &outer, int64_t &n, int64_
     inner *= t.shape[d];
 }
 
+namespace dn = ::dnnl;
+
+/// Work per element of oneDNN's layer normalization in the units
+/// onednn::threadsFor counts (flops at ~50 GFLOP/s per core, so its 5e6 is
+/// ~100 us on one thread): ~0.25 ns per element on one thread here
+/// (hpcrt-norm-bench).
+constexpr double kLayerNormWork = 12;
+
 template <bool Log> void softmaxKernel(OpCall &c, const char *what) {
   c.expect(1, 1);
   Tensor &x = c.in(0), &y = c.out();
@@ -31,6 +47,16 @@ template <bool Log> void softmaxKernel(OpCall &c, const char *what) {
   checkShape(y, x.shape, "result");
   int64_t outer, n, inner;
   splitAxis(x, axis, outer, n, inner);
+  // Both stay here (hpcrt-norm-bench on this AVX2 CPU, five runs: time of
+  // this kernel over oneDNN 2.6's softmax_v2 on one thread). softmax:
+  // 0.90-1.20x at the attention shapes ([12,128,128], [4,4,64,64],
+  // [4,8,256,256]: within the bench's noise), 0.70-0.88x at [1,4,16,16]
+  // (oneDNN's fixed cost per call), 0.10-0.12x over a non-last axis
+  // (oneDNN's ref:any). log_softmax: 1.00-1.45x (median 1.12) only at
+  // GPT-2's 50257-wide loss rows, 0.89-1.12x at gpt-6x512's [1024,1024],
+  // and oneDNN's is less exact where the sum of exponentials is near 1 (its
+  // vectorized log: 1.4e-6 instead of 0 for a single element, 4.8e-6 from
+  // the double reference at [4,4,64,64] against 1.5e-6 here).
   dispatch<kF>(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = C_t<T>;
@@ -116,6 +142,60 @@ std::vector<C> expandParam(const Tensor *t, const std::vector<int64_t> &trailing
   return v;
 }
 
+/// Below this many elements the own row kernel is faster than the oneDNN
+/// call, whose fixed cost is ~1.3 us ([16,64]: 1.4 us own, 2.4-2.6 us
+/// through the primitive; [256,64]: 18-27 against 10-15, hpcrt-norm-bench).
+constexpr int64_t kLayerNormOnednnMin = 2048;
+
+/// layer_norm on oneDNN's layer normalization (f32, plain): x viewed as
+/// [outer, n] rows, the scale (and the bias) n dense elements each. False:
+/// the own kernel runs (another dtype, a broadcast parameter, a small x,
+/// primitives disabled).
+bool layerNormOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const Tensor *bias,
+                     Tensor &y, int64_t outer, int64_t n, double eps) {
+  if (!onednn::primitivesEnabled() || x.dtype != HPCRT_F32 || x.numel < kLayerNormOnednnMin ||
+      outer == 0 || n == 0 || scale.numel != n || (bias && bias->numel != n))
+    return false;
+  uint64_t epsBits;
+  std::memcpy(&epsBits, &eps, sizeof eps);
+  std::string key = "layer_norm " + onednn::keyOf(x) + " n=" + std::to_string(n) + " eps=" +
+                    std::to_string(epsBits) + (bias ? " bias" : "");
+  onednn::Primitive &p =
+      onednn::primitiveFor(c, key, kLayerNormWork * static_cast<double>(x.numel), [&] {
+        auto flags = dn::normalization_flags::use_scale;
+        if (bias)
+          flags |= dn::normalization_flags::use_shift;
+        dn::layer_normalization_forward::desc desc(dn::prop_kind::forward_inference,
+                                                   onednn::plain({outer, n}, onednn::dt::f32),
+                                                   static_cast<float>(eps), flags);
+        dn::layer_normalization_forward::primitive_desc pd(desc, onednn::baseAttr(),
+                                                           onednn::engine(),
+                                                           /*allow_empty=*/true);
+        if (!pd)
+          return onednn::Made{};
+        onednn::Made m{pd, dn::layer_normalization_forward(pd), {}};
+        dn::memory::desc vec = onednn::plain({n}, onednn::dt::f32);
+        m.args = {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_DST, pd.dst_desc()},
+                  {DNNL_ARG_SCALE, vec}};
+        if (bias)
+          m.args.push_back({DNNL_ARG_SHIFT, vec});
+        return m;
+      });
+  if (!p.available)
+    return false;
+  if (c.setup)
+    return true;
+  if (bias)
+    p.execute(c.ctx, {{DNNL_ARG_SRC, x.data},
+                      {DNNL_ARG_DST, y.data},
+                      {DNNL_ARG_SCALE, scale.data},
+                      {DNNL_ARG_SHIFT, bias->data}});
+  else
+    p.execute(c.ctx,
+              {{DNNL_ARG_SRC, x.data}, {DNNL_ARG_DST, y.data}, {DNNL_ARG_SCALE, scale.data}});
+  return true;
+}
+
 template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
   c.expect(1, hasBias ? 3 : 2);
   Tensor &x = c.in(0), &scale = c.in(1), &y = c.out();
@@ -130,6 +210,15 @@ template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
   std::vector<int64_t> trailing(x.shape.begin() + axis, x.shape.end());
   int64_t n = numElements(trailing), outer = numElements(x.shape) / std::max<int64_t>(n, 1);
   if (n == 0)
+    return;
+  // layer_norm: oneDNN's is 2.0-3.2x faster than the own row kernel at the
+  // models' shapes on one thread ([128,768] 22-29 against 62-75 us,
+  // hpcrt-norm-bench).
+  // rms_norm stays here: oneDNN 2.6 has no RMS normalization (no flag that
+  // skips the mean; dnnl_rms_norm came with 3.x).
+  if (!RMS && layerNormOnednn(c, x, scale, bias, y, outer, n, eps))
+    return;
+  if (c.setup)
     return;
   dispatch<kF>(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -183,9 +272,13 @@ template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
 
 HPCRT_KERNEL(softmax) { softmaxKernel<false>(c, "softmax"); }
 HPCRT_KERNEL(log_softmax) { softmaxKernel<true>(c, "log_softmax"); }
-HPCRT_KERNEL(layer_norm) { normKernel<false>(c, "layer_norm", true); }
+HPCRT_STATEFUL_KERNEL(layer_norm) { normKernel<false>(c, "layer_norm", true); }
 HPCRT_KERNEL(rms_norm) { normKernel<true>(c, "rms_norm", false); }
 
+// Inference batch norm stays here: oneDNN 2.6's batch normalization over a
+// plain NCHW tensor (ncsp_bnorm, what it picks for the plain layout) takes
+// 3-12x the time of this loop at ResNet-18's shapes ([1,64,56,56]
+// 281-461 against 27-42 us on one thread, hpcrt-norm-bench).
 HPCRT_KERNEL(batch_norm) {
   c.expect(1, 5);
   double eps = c.f();

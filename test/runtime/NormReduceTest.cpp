@@ -1,6 +1,7 @@
 //===- NormReduceTest.cpp - softmax, norms, reductions, arg reductions -----===//
 
 #include "RuntimeTestUtils.h"
+#include "cpu/Dnnl.h"
 
 using namespace hpcrt;
 using namespace hpcrt::test;
@@ -103,6 +104,184 @@ TEST(BatchNorm, PerChannel) {
              1e-5, 1e-5);
 }
 
+namespace {
+
+/// Makes layer_norm run its own f32 kernel for a scope (no oneDNN
+/// primitive).
+struct OwnKernelsOnly {
+  OwnKernelsOnly() { onednn::setPrimitivesEnabled(false); }
+  ~OwnKernelsOnly() { onednn::setPrimitivesEnabled(true); }
+  OwnKernelsOnly(const OwnKernelsOnly &) = delete;
+  OwnKernelsOnly &operator=(const OwnKernelsOnly &) = delete;
+};
+
+struct StatefulRun {
+  std::vector<double> y;
+  size_t states = 0; ///< kernel states the context holds after the calls
+};
+
+/// One call of `fn` (one result of x's shape and dtype) on a context of its
+/// own. `setup`: a setup run first (Context::beginSetup), which must make
+/// the kernel's state and leave the result as it was.
+StatefulRun runStateful(KFn fn, const std::vector<std::optional<Val>> &ins,
+                        std::vector<int64_t> ia, std::vector<double> fa, bool setup = false) {
+  nlohmann::json tensors = nlohmann::json::array();
+  int64_t off = 0;
+  auto add = [&](const Val &v) {
+    tensors.push_back({{"dtype", v.dtype}, {"shape", v.shape}, {"region", "arena"},
+                       {"offset", off}});
+    off += (numElements(v.shape) * static_cast<int64_t>(dtypeSize(v.dtype)) + 63) / 64 * 64;
+    return static_cast<int32_t>(tensors.size() - 1);
+  };
+  std::vector<int32_t> ids{1, add(Val{ins[0]->dtype, ins[0]->shape, {}}),
+                           static_cast<int32_t>(ins.size())};
+  for (const auto &in : ins)
+    ids.push_back(in ? add(*in) : -1);
+  nlohmann::json m = {{"version", 1},   {"model", "test"},  {"arena_bytes", off},
+                      {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()},
+                      {"tensors", tensors}};
+  Context ctx(m.dump());
+  ctx.prepare();
+  for (size_t k = 0; k < ins.size(); ++k)
+    if (ins[k])
+      for (size_t i = 0; i < ins[k]->v.size(); ++i)
+        writeElem(ctx.tensor(ids[3 + k]), static_cast<int64_t>(i), ins[k]->v[i]);
+  Tensor &y = ctx.tensor(ids[1]);
+  for (int64_t i = 0; i < y.numel; ++i)
+    writeElem(y, i, 12345.0);
+  if (setup) {
+    ctx.beginSetup();
+    fn(&ctx, 0, ids.data(), ia.data(), fa.data(), nullptr);
+    ctx.endSetup();
+    EXPECT_EQ(ctx.error(), "");
+    EXPECT_EQ(ctx.kernelStateCount(), 1u) << "the setup run makes the primitive";
+    for (int64_t i = 0; i < y.numel; ++i)
+      if (readElem(y, i) != 12345.0) {
+        ADD_FAILURE() << "the setup run wrote the result at " << i;
+        break;
+      }
+  }
+  fn(&ctx, 0, ids.data(), ia.data(), fa.data(), nullptr);
+  EXPECT_EQ(ctx.error(), "");
+  StatefulRun r;
+  r.states = ctx.kernelStateCount();
+  for (int64_t i = 0; i < y.numel; ++i)
+    r.y.push_back(readElem(y, i));
+  return r;
+}
+
+/// layer_norm in double over the trailing n elements of each row.
+std::vector<double> layerNormRef(const Val &x, int64_t n, const Val &scale,
+                                 const std::optional<Val> &bias, double eps) {
+  std::vector<double> r(x.v.size());
+  for (size_t o = 0; o < x.v.size() / n; ++o) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j)
+      mean += x.v[o * n + j] / n;
+    for (int64_t j = 0; j < n; ++j)
+      var += (x.v[o * n + j] - mean) * (x.v[o * n + j] - mean) / n;
+    for (int64_t j = 0; j < n; ++j)
+      r[o * n + j] = (x.v[o * n + j] - mean) / std::sqrt(var + eps) * scale.v[j] +
+                     (bias ? bias->v[j] : 0.0);
+  }
+  return r;
+}
+
+} // namespace
+
+// f32 layer_norm runs on oneDNN's layer normalization; the own kernel (f64,
+// f16, bf16, broadcast parameters) must give the same results on the same
+// data: ~1e-6 relative, both within 1e-5 of the double reference.
+TEST(LayerNorm, OnednnAndOwnKernelAgree) {
+  struct Shape {
+    std::vector<int64_t> x;
+    int64_t axis;
+  };
+  unsigned seed = 100;
+  for (const Shape &sh : {Shape{{128, 768}, -1}, Shape{{4, 64, 64}, -1}, Shape{{6, 40, 35}, 1},
+                          Shape{{2048, 1}, -1}, Shape{{1, 3000}, 1}}) {
+    int64_t axis = sh.axis < 0 ? static_cast<int64_t>(sh.x.size()) + sh.axis : sh.axis;
+    std::vector<int64_t> trailing(sh.x.begin() + axis, sh.x.end());
+    int64_t n = numElements(trailing);
+    Val x = randomVal(HPCRT_F32, sh.x, seed++);
+    for (double &v : x.v)
+      v = static_cast<float>(3 * v + 0.5);
+    Val scale = randomVal(HPCRT_F32, trailing, seed++), bias = randomVal(HPCRT_F32, trailing, seed++);
+    for (bool withBias : {true, false}) {
+      SCOPED_TRACE(shapeString(sh.x) + (withBias ? " with bias" : " without bias"));
+      std::optional<Val> b = withBias ? std::optional<Val>(bias) : std::nullopt;
+      StatefulRun dnnl = runStateful(hpcrt_layer_norm, {x, scale, b}, {sh.axis}, {1e-5});
+      EXPECT_EQ(dnnl.states, 1u) << "the f32 layer_norm runs on a oneDNN primitive";
+      StatefulRun own;
+      {
+        OwnKernelsOnly scope;
+        own = runStateful(hpcrt_layer_norm, {x, scale, b}, {sh.axis}, {1e-5});
+      }
+      EXPECT_EQ(own.states, 0u);
+      expectNear(dnnl.y, own.y, 2e-6, 2e-6);
+      std::vector<double> want = layerNormRef(x, n, scale, b, 1e-5);
+      expectNear(dnnl.y, want, 1e-5, 1e-5);
+      expectNear(own.y, want, 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(LayerNorm, SetupRunMakesThePrimitive) {
+  Val x = randomVal(HPCRT_F32, {64, 64}, 120), scale = randomVal(HPCRT_F32, {64}, 121),
+      bias = randomVal(HPCRT_F32, {64}, 122);
+  StatefulRun r = runStateful(hpcrt_layer_norm, {x, scale, bias}, {-1}, {1e-3}, /*setup=*/true);
+  EXPECT_EQ(r.states, 1u);
+  expectNear(r.y, layerNormRef(x, 64, scale, bias, 1e-3), 1e-5, 1e-5);
+}
+
+TEST(LayerNorm, OwnKernelForOtherDtypesSmallShapesAndBroadcastParameters) {
+  // Below 2048 elements: the own row kernel (cheaper than a oneDNN call).
+  Val xs = randomVal(HPCRT_F32, {16, 64}, 128), ss = randomVal(HPCRT_F32, {64}, 129);
+  StatefulRun rs = runStateful(hpcrt_layer_norm, {xs, ss, ss}, {-1}, {1e-5});
+  EXPECT_EQ(rs.states, 0u);
+  expectNear(rs.y, layerNormRef(xs, 64, ss, ss, 1e-5), 1e-5, 1e-5);
+  Val x = randomVal(HPCRT_F64, {64, 64}, 123), scale = randomVal(HPCRT_F64, {64}, 124),
+      bias = randomVal(HPCRT_F64, {64}, 125);
+  StatefulRun r = runStateful(hpcrt_layer_norm, {x, scale, bias}, {-1}, {1e-5});
+  EXPECT_EQ(r.states, 0u) << "oneDNN has no f64";
+  expectNear(r.y, layerNormRef(x, 64, scale, bias, 1e-5), 1e-12, 1e-12);
+  // A scale broadcast over the trailing [3, 4]: the own kernel.
+  Val xf = randomVal(HPCRT_F32, {256, 3, 4}, 126), s4 = randomVal(HPCRT_F32, {4}, 127);
+  StatefulRun rb = runStateful(hpcrt_layer_norm, {xf, s4, std::nullopt}, {1}, {1e-5});
+  EXPECT_EQ(rb.states, 0u);
+  Val s12{HPCRT_F32, {12}, {}};
+  for (int j = 0; j < 12; ++j)
+    s12.v.push_back(s4.v[j % 4]);
+  expectNear(rb.y, layerNormRef(xf, 12, s12, std::nullopt, 1e-5), 1e-5, 1e-5);
+}
+
+// log_softmax keeps its own row kernel (KernelsNorm.cpp says why): wide
+// rows (the vectorized body and its tail), masked logits, another axis.
+TEST(LogSoftmax, WideRowsMasksAndAxes) {
+  unsigned seed = 130;
+  for (const std::vector<int64_t> &shape :
+       {std::vector<int64_t>{128, 1000}, {4, 4, 64, 64}, {3, 50257}, {5, 7}, {1}}) {
+    SCOPED_TRACE(shapeString(shape));
+    Val x = randomVal(HPCRT_F32, shape, seed++);
+    for (double &v : x.v)
+      v = static_cast<float>(8 * v);
+    StatefulRun r = runStateful(hpcrt_log_softmax, {x}, {-1}, {});
+    expectNear(r.y, softmaxRef(x, static_cast<int>(shape.size()) - 1, true), 1e-6, 2e-6);
+  }
+  Val masked = f32({2, 3}, {0, -INFINITY, 1, -INFINITY, 2, -INFINITY});
+  StatefulRun rm = runStateful(hpcrt_log_softmax, {masked}, {1}, {});
+  std::vector<double> wm = softmaxRef(masked, 1, true);
+  for (size_t i = 0; i < wm.size(); ++i) {
+    if (std::isinf(wm[i]))
+      EXPECT_EQ(rm.y[i], -INFINITY) << "at " << i;
+    else
+      EXPECT_NEAR(rm.y[i], wm[i], 1e-6) << "at " << i;
+  }
+  Val x3 = randomVal(HPCRT_F32, {3, 5, 4}, 140);
+  expectNear(runStateful(hpcrt_log_softmax, {x3}, {1}, {}).y, softmaxRef(x3, 1, true), 1e-5,
+             1e-5);
+}
+
 TEST(Reduce, AxesAndKeepdims) {
   Val x = randomVal(HPCRT_F32, {2, 3, 4}, 48);
   std::vector<double> sum(3, 0), mx(3, -INFINITY), mn(3, INFINITY);
@@ -171,4 +350,27 @@ TEST(Reduce, ContiguousKeptDimensions) {
   for (int i = 0; i < 5 * 6 * 40; ++i)
     mid[(i / 240) * 40 + i % 40] += x.v[i] / 6;
   expectNear(run1({hpcrt_reduce_mean, {x}, {{HPCRT_F32, {5, 40}}}, {1, 1, 0}}), mid);
+}
+
+TEST(Reduce, ContiguousReducedRunsOfEveryLength) {
+  // f32 sums over contiguous innermost runs go through the vector double
+  // lanes (Simd.h's sumRowD); lengths around the vector width, reduced
+  // axes inside and outside, means too, against sums in double.
+  for (int64_t n : {1, 7, 8, 9, 15, 17, 37, 64, 129}) {
+    Val x = randomVal(HPCRT_F32, {3, 4, n}, 61 + static_cast<unsigned>(n));
+    std::vector<double> inner(3, 0), outer(4 * n, 0);
+    for (int64_t i = 0; i < 3 * 4 * n; ++i) {
+      inner[i / (4 * n)] += x.v[i];
+      outer[i % (4 * n)] += x.v[i];
+    }
+    SCOPED_TRACE("n " + std::to_string(n));
+    // iattrs: axes (count, values), keepdims.
+    expectNear(run1({hpcrt_reduce_sum, {x}, {{HPCRT_F32, {3}}}, {2, 1, 2, 0}}), inner, 1e-6, 1e-6);
+    std::vector<double> mean = inner;
+    for (double &m : mean)
+      m /= static_cast<double>(4 * n);
+    expectNear(run1({hpcrt_reduce_mean, {x}, {{HPCRT_F32, {3, 1, 1}}}, {2, 1, 2, 1}}), mean, 1e-6,
+               1e-7);
+    expectNear(run1({hpcrt_reduce_sum, {x}, {{HPCRT_F32, {4, n}}}, {1, 0, 0}}), outer, 1e-6, 1e-6);
+  }
 }
