@@ -2,8 +2,9 @@
 //
 // The Importer holds the state of one import: the ModelProto, the values made
 // so far, the initializers, and the current node for error messages. The
-// model-level code (loading, tensors, graph walk) is in ONNXImporter.cpp; one
-// converter per ONNX op type lives in ONNXOps.cpp.
+// model-level code (loading, tensors, graph walk) is in ONNXImporter.cpp; the
+// checks of the whole model that run before anything trusts it are in
+// ONNXValidate.cpp; one converter per ONNX op type lives in ONNXOps.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,14 @@ using llvm::StringRef;
 /// its legacy broadcast attributes are handled by the converters.
 constexpr int64_t kMinOpset = 6;
 constexpr int64_t kMaxOpset = 21;
+
+/// Newest ONNX IR version the importer reads: that of the onnx the tests
+/// check models with (the test venv's onnx 1.23).
+constexpr int64_t kMaxIRVersion = 14;
+
+/// Most elements a tensor of the model may have (inputs, initializers, node
+/// results): element and byte counts below it never overflow int64.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
 
 class Importer {
 public:
@@ -80,10 +89,15 @@ public:
   FailureOr<double> scalarInput(int i, StringRef what);
 
   const onnx::AttributeProto *attr(StringRef name) const;
-  int64_t attrInt(StringRef name, int64_t dflt) const;
-  double attrFloat(StringRef name, double dflt) const;
-  std::string attrString(StringRef name, StringRef dflt) const;
-  SmallVector<int64_t> attrInts(StringRef name) const;
+  /// Attribute values; an attribute of another type than the one read is an
+  /// error of the node (recorded; the node's import then fails) and reads
+  /// as the default.
+  int64_t attrInt(StringRef name, int64_t dflt);
+  /// An INT attribute that is a flag: 0 or 1, anything else is an error.
+  bool attrBool(StringRef name, bool dflt);
+  double attrFloat(StringRef name, double dflt);
+  std::string attrString(StringRef name, StringRef dflt);
+  SmallVector<int64_t> attrInts(StringRef name);
 
   /// Binds output `i` of the current node to `v`.
   void setOutput(int i, Value v);
@@ -156,12 +170,38 @@ private:
   LogicalResult load();
   LogicalResult checkOpset();
   LogicalResult checkSupportedOps();
-  LogicalResult validateAttributes();
+  /// Checks the whole model before ONNX's shape inference or any converter
+  /// reads it (ONNXValidate.cpp): validateGraph, then validateNode of each.
+  LogicalResult validateModel();
+  /// Value names, initializers, graph outputs and declared types.
+  LogicalResult validateGraph();
+  /// A node against its op schema: counts, attribute types, required
+  /// attributes, window attributes.
+  LogicalResult validateNode(const onnx::NodeProto &n);
+  /// Element type, dims, element count and data size of a tensor; its size
+  /// in bytes.
+  FailureOr<int64_t> checkTensor(const onnx::TensorProto &t);
+  struct ExternalData {
+    std::string location;
+    int64_t offset = 0, length = 0;
+  };
+  /// The external data entries of `t`, parsed strictly.
+  FailureOr<ExternalData> externalData(const onnx::TensorProto &t, int64_t expectedBytes);
   void runONNXShapeInference();
   /// Indexes initializers and inputs, fixes input dims, runs ONNX inference.
   LogicalResult prepareGraph();
   LogicalResult importNode(const onnx::NodeProto &n);
   LogicalResult checkAgainstONNX(const onnx::NodeProto &n);
+  /// The element types of a node's inputs and outputs against its schema's
+  /// type constraints (ONNXValidate.cpp; runs once the node is imported).
+  LogicalResult checkNodeTypes(const onnx::NodeProto &n);
+  /// ONNX data type of a value imported so far or of an initializer; 0 if
+  /// unknown.
+  int32_t dataTypeOf(StringRef name) const;
+  /// The types the model declares (graph outputs, value_info) against ours.
+  LogicalResult checkDeclaredTypes(const onnx::NodeProto &n);
+  /// An attribute of the current node if it has `type`; null if absent.
+  const onnx::AttributeProto *typedAttr(StringRef name, int type);
   FailureOr<mlir::RankedTensorType> inputType(const onnx::ValueInfoProto &vi);
   /// Value of an initializer used as an operand: hpc.weight or hpc.constant.
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &t);
@@ -169,8 +209,11 @@ private:
   /// as a dense_resource blob.
   FailureOr<mlir::ElementsAttr> tensorData(const onnx::TensorProto &t,
                                            bool allowResource);
+  /// The external data of `t`: a regular file inside the model's folder
+  /// once links are resolved, read exactly. With `read` false (--shapes-only)
+  /// only checked, and a missing file is no error.
   FailureOr<std::string> externalBytes(const onnx::TensorProto &t,
-                                       int64_t expectedBytes);
+                                       int64_t expectedBytes, bool read = true);
   FailureOr<mlir::DenseElementsAttr> boundInput(StringRef name);
 
   mlir::MLIRContext &ctx;
@@ -186,6 +229,8 @@ private:
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<int> graphInputIndex;
   llvm::StringMap<onnx::TypeProto> onnxTypes;
+  /// Declared types by value name (graph outputs, then value_info).
+  llvm::StringMap<const onnx::ValueInfoProto *> declared;
   mlir::Block *entry = nullptr;
 };
 
@@ -197,6 +242,13 @@ Converter findConverter(StringRef opType);
 
 /// Number of elements of a static shape.
 int64_t numElements(ArrayRef<int64_t> shape);
+
+/// The name of an AttributeProto type ("INTS"), or "type N" when unknown.
+std::string attributeTypeName(int type);
+
+/// Number of elements of `shape` in checked arithmetic: false when a dim is
+/// negative or the count overflows or passes kMaxElements.
+bool checkedNumElements(ArrayRef<int64_t> shape, int64_t &n);
 
 } // namespace hpc::detail
 

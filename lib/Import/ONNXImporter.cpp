@@ -14,8 +14,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 #include "onnx/defs/parser.h"
@@ -23,9 +25,15 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace hpc;
@@ -124,6 +132,12 @@ LogicalResult Importer::checkOpset() {
       found = true;
     }
   }
+  if (model.ir_version() > kMaxIRVersion)
+    return fail("IR version " + llvm::Twine(model.ir_version()) +
+                " is newer than the importer knows (at most " + llvm::Twine(kMaxIRVersion) + ")");
+  if (found && (model.ir_version() == 1 || model.ir_version() == 2))
+    return fail("IR version " + llvm::Twine(model.ir_version()) +
+                " has no opset_import, but the model lists one");
   if (!found && model.ir_version() < 3)
     opsetVersion = 1; // IR versions before 3 had no opset_import
   if (!found && model.ir_version() >= 3) {
@@ -152,7 +166,7 @@ LogicalResult Importer::checkSupportedOps() {
     unsupported[key].push_back(n.name().empty() ? "<unnamed>" : n.name());
   }
   if (unsupported.empty())
-    return validateAttributes();
+    return validateModel();
   std::string list;
   for (auto &[op, nodes] : unsupported) {
     if (!list.empty())
@@ -168,44 +182,10 @@ LogicalResult Importer::checkSupportedOps() {
   return fail("unsupported ops: " + list);
 }
 
-/// Checks every node's attributes before anything (ONNX's shape inference
-/// included) reads them: attributes the op's schema at this opset does not
-/// have, and window sizes that are not positive (ONNX divides by strides).
-LogicalResult Importer::validateAttributes() {
-  // onnx 1.12 knows schemas up to opset 17; later opsets are checked by the
-  // converters alone.
-  bool checkSchema = opsetVersion <= 17;
-  for (const auto &n : model.graph().node()) {
-    current = &n;
-    if (checkSchema) {
-      const onnx::OpSchema *schema =
-          onnx::OpSchemaRegistry::Schema(n.op_type(), int(opsetVersion), "");
-      if (schema) {
-        for (const auto &a : n.attribute())
-          if (!schema->attributes().count(a.name()))
-            return fail("attribute '" + a.name() + "' is not part of " + n.op_type() +
-                        "-" + llvm::Twine(schema->SinceVersion()));
-      }
-    }
-    static constexpr StringLiteral kWindowOps[] = {"Conv", "ConvTranspose", "MaxPool",
-                                                   "AveragePool", "LpPool"};
-    if (llvm::is_contained(kWindowOps, n.op_type())) {
-      for (const auto &a : n.attribute()) {
-        if (a.name() != "strides" && a.name() != "dilations" && a.name() != "kernel_shape")
-          continue;
-        for (int64_t v : a.ints())
-          if (v <= 0)
-            return fail(a.name() + " must be positive, got " + llvm::Twine(v));
-      }
-    }
-  }
-  current = nullptr;
-  return success();
-}
-
-/// Runs ONNX's own shape inference (after the input shapes are fixed) and
-/// records the types it finds, for checkAgainstONNX. Failures are not
-/// errors: our own inference is authoritative, this is a cross-check.
+/// Runs ONNX's own shape inference (after the input shapes are fixed and our
+/// own import has checked every node) and records the types it finds, for
+/// checkAgainstONNX. Failures are not errors: our own inference is
+/// authoritative, this is a cross-check.
 void Importer::runONNXShapeInference() {
   try {
     onnx::ModelProto copy = model;
@@ -251,37 +231,66 @@ FailureOr<Type> Importer::elementType(int32_t t, StringRef what) {
 //===----------------------------------------------------------------------===//
 
 FailureOr<std::string> Importer::externalBytes(const onnx::TensorProto &t,
-                                               int64_t expectedBytes) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto &kv : t.external_data()) {
-    if (kv.key() == "location")
-      location = kv.value();
-    else if (kv.key() == "offset")
-      (void)StringRef(kv.value()).getAsInteger(10, offset);
-    else if (kv.key() == "length")
-      (void)StringRef(kv.value()).getAsInteger(10, length);
-  }
-  if (location.empty() || llvm::sys::path::is_absolute(location) ||
-      StringRef(location).contains(".."))
-    return fail("tensor '" + t.name() + "': external data location '" +
-                location + "' must be a relative path inside the model folder");
+                                               int64_t expectedBytes, bool read) {
+  auto ext = externalData(t, expectedBytes);
+  if (failed(ext))
+    return failure();
+  std::string what = "tensor '" + t.name() + "'";
   SmallString<256> file(modelDir);
-  llvm::sys::path::append(file, location);
-  if (length < 0)
-    length = expectedBytes;
-  if (length != expectedBytes)
-    return fail("tensor '" + t.name() + "': external data length " +
-                llvm::Twine(length) + " does not match its shape (" +
-                llvm::Twine(expectedBytes) + " bytes)");
-  auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset);
-  if (!buffer)
-    return fail("tensor '" + t.name() + "': cannot read external data file '" +
-                std::string(file) + "': " + buffer.getError().message());
-  if (static_cast<int64_t>((*buffer)->getBufferSize()) != length)
-    return fail("tensor '" + t.name() + "': external data file '" +
-                std::string(file) + "' is too short");
-  return (*buffer)->getBuffer().str();
+  llvm::sys::path::append(file, ext->location);
+  std::string shown(file);
+  // With its links resolved, the file must lie inside the model's folder and
+  // be a regular file (a FIFO or a device would block or never end); it is
+  // checked before it is opened, and again on the open descriptor.
+  SmallString<256> realFile, realDir;
+  if (std::error_code ec = llvm::sys::fs::real_path(file, realFile)) {
+    if (!read && ec == std::errc::no_such_file_or_directory)
+      return std::string(); // --shapes-only compiles without the weights at hand
+    return fail(what + ": cannot read external data file '" + shown + "': " + ec.message());
+  }
+  if (std::error_code ec = llvm::sys::fs::real_path(modelDir.empty() ? "." : modelDir, realDir))
+    return fail(what + ": cannot resolve the model's folder '" + modelDir + "': " + ec.message());
+  std::string inside = realDir.str().str();
+  if (!StringRef(inside).ends_with("/"))
+    inside += "/";
+  if (!StringRef(realFile).starts_with(inside))
+    return fail(what + ": external data file '" + shown + "' resolves to '" +
+                std::string(realFile) + "', outside the model's folder");
+  struct stat st;
+  if (::stat(realFile.c_str(), &st) != 0)
+    return fail(what + ": cannot read external data file '" + shown + "': " +
+                std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return fail(what + ": external data file '" + shown + "' is not a regular file");
+  int fd = ::open(realFile.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0)
+    return fail(what + ": cannot read external data file '" + shown + "': " +
+                std::strerror(errno));
+  llvm::scope_exit closeFd([&] { ::close(fd); });
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return fail(what + ": external data file '" + shown + "' is not a regular file");
+  int64_t end = ext->offset + ext->length; // checked by externalData
+  if (int64_t(st.st_size) < end)
+    return fail(what + ": external data file '" + shown + "' is too short (" +
+                llvm::Twine(int64_t(st.st_size)) + " bytes; the tensor needs bytes " +
+                llvm::Twine(ext->offset) + " to " + llvm::Twine(end) + ")");
+  if (!read)
+    return std::string();
+  std::string bytes(size_t(ext->length), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done,
+                          off_t(ext->offset + int64_t(done)));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return fail(what + ": cannot read external data file '" + shown + "': " +
+                  std::strerror(errno));
+    if (got == 0)
+      return fail(what + ": external data file '" + shown + "' is too short");
+    done += size_t(got);
+  }
+  return bytes;
 }
 
 /// Copies typed protobuf fields into little-endian bytes of the element type.
@@ -296,17 +305,15 @@ static std::string packField(const Src &field) {
 
 FailureOr<ElementsAttr> Importer::tensorData(const onnx::TensorProto &t,
                                              bool allowResource) {
+  auto checked = checkTensor(t);
+  if (failed(checked))
+    return failure();
+  int64_t bytes = *checked;
   auto elt = elementType(t.data_type(), "tensor '" + t.name() + "'");
   if (failed(elt))
     return failure();
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
-  for (int64_t d : shape)
-    if (d < 0)
-      return fail("tensor '" + t.name() + "' has a negative dimension");
   auto type = RankedTensorType::get(shape, *elt);
-  int64_t n = numElements(shape);
-  int64_t eltBytes = elt->isInteger(1) ? 1 : (elt->getIntOrFloatBitWidth() / 8);
-  int64_t bytes = n * eltBytes;
 
   std::string raw;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -334,9 +341,6 @@ FailureOr<ElementsAttr> Importer::tensorData(const onnx::TensorProto &t,
     default: break;
     }
   }
-  if (static_cast<int64_t>(raw.size()) != bytes)
-    return fail("tensor '" + t.name() + "' holds " + llvm::Twine(raw.size()) +
-                " bytes of data but its shape needs " + llvm::Twine(bytes));
 
   if (elt->isInteger(1)) {
     // Normalize to 0/1 bytes, the layout of both bool attribute forms.
@@ -388,6 +392,8 @@ FailureOr<Value> Importer::materializeInitializer(const onnx::TensorProto &t) {
       if (failed(d))
         return failure();
       data = *d;
+    } else if (external && failed(externalBytes(t, bytes, /*read=*/false))) {
+      return failure(); // an external file that is there must be right
     }
     v = hpc::WeightOp::create(b, loc, type, b.getStringAttr(t.name()), data);
   } else {
@@ -474,6 +480,9 @@ FailureOr<SmallVector<int64_t>> Importer::intsInput(int i, StringRef what) {
     return fail(what + " (input '" + (hasInput(i) ? current->input(i) : "") +
                 "') must be a compile-time integer constant; fix the input "
                 "shapes with --input-shape so shape computations fold");
+  if (attr->getType().getRank() > 1)
+    return fail(what + " (input '" + current->input(i) + "') must be a 1-D tensor, not rank " +
+                llvm::Twine(attr->getType().getRank()));
   SmallVector<int64_t> out;
   for (const APInt &v : attr->getValues<APInt>())
     out.push_back(v.getSExtValue());
@@ -500,13 +509,31 @@ const onnx::AttributeProto *Importer::attr(StringRef name) const {
   return nullptr;
 }
 
-int64_t Importer::attrInt(StringRef name, int64_t dflt) const {
+const onnx::AttributeProto *Importer::typedAttr(StringRef name, int type) {
   const auto *a = attr(name);
+  if (!a || a->type() == type)
+    return a;
+  (void)fail("attribute '" + name + "' is " + attributeTypeName(a->type()) +
+             ", but the importer reads it as " + attributeTypeName(type));
+  return nullptr;
+}
+
+int64_t Importer::attrInt(StringRef name, int64_t dflt) {
+  const auto *a = typedAttr(name, onnx::AttributeProto::INT);
   return a ? a->i() : dflt;
 }
 
-double Importer::attrFloat(StringRef name, double dflt) const {
-  const auto *a = attr(name);
+bool Importer::attrBool(StringRef name, bool dflt) {
+  const auto *a = typedAttr(name, onnx::AttributeProto::INT);
+  if (!a)
+    return dflt;
+  if (a->i() != 0 && a->i() != 1)
+    (void)fail("attribute '" + name + "' must be 0 or 1, got " + llvm::Twine(a->i()));
+  return a->i() != 0;
+}
+
+double Importer::attrFloat(StringRef name, double dflt) {
+  const auto *a = typedAttr(name, onnx::AttributeProto::FLOAT);
   if (!a)
     return dflt;
   // ONNX float attributes are single precision; widen through the shortest
@@ -519,14 +546,14 @@ double Importer::attrFloat(StringRef name, double dflt) const {
   return std::strtod(text, nullptr);
 }
 
-std::string Importer::attrString(StringRef name, StringRef dflt) const {
-  const auto *a = attr(name);
+std::string Importer::attrString(StringRef name, StringRef dflt) {
+  const auto *a = typedAttr(name, onnx::AttributeProto::STRING);
   return a ? a->s() : dflt.str();
 }
 
-SmallVector<int64_t> Importer::attrInts(StringRef name) const {
+SmallVector<int64_t> Importer::attrInts(StringRef name) {
   SmallVector<int64_t> out;
-  if (const auto *a = attr(name))
+  if (const auto *a = typedAttr(name, onnx::AttributeProto::INTS))
     out.assign(a->ints().begin(), a->ints().end());
   return out;
 }
@@ -622,8 +649,7 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &vi) 
   }
   int64_t elements = 1;
   for (int64_t d : dims)
-    if (d > 0 && (__builtin_mul_overflow(elements, d, &elements) ||
-                  elements > (int64_t(1) << 48)))
+    if (d > 0 && (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxElements))
       return fail("graph input '" + name + "' is too large (more than 2^48 elements)");
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] == ShapedType::kDynamic || dims[i] < 0)
@@ -638,8 +664,6 @@ LogicalResult Importer::prepareGraph() {
   const auto &graph = model.graph();
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
-  if (graph.sparse_initializer_size())
-    return fail("sparse initializers are not supported");
 
   for (auto &[name, shape] : options.inputShapes) {
     bool known = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
@@ -676,7 +700,6 @@ LogicalResult Importer::prepareGraph() {
         shape->mutable_dim(d)->set_dim_value(dims[d]);
     }
   }
-  runONNXShapeInference();
   return success();
 }
 
@@ -717,13 +740,60 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
   Converter convert = findConverter(n.op_type());
   if (!convert)
     return fail("unsupported op");
-  if (failed(convert(*this)))
+  // A converter may have recorded an error (an attribute of the wrong type)
+  // and gone on with a default: the node fails all the same.
+  if (failed(convert(*this)) || !errorText.empty())
     return fail("cannot import this node");
-  for (int i = 0; i < n.output_size(); ++i)
-    if (!n.output(i).empty() && !values.count(n.output(i)))
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (n.output(i).empty())
+      continue;
+    auto v = values.find(n.output(i));
+    if (v == values.end())
       return fail("output " + llvm::Twine(i) + " ('" + n.output(i) +
                   "') is not supported by the importer");
-  return checkAgainstONNX(n);
+    int64_t elements;
+    if (!checkedNumElements(cast<RankedTensorType>(v->second.getType()).getShape(), elements))
+      return fail("output '" + n.output(i) + "' is too large (more than 2^48 elements)");
+  }
+  if (failed(checkNodeTypes(n)))
+    return failure();
+  return checkDeclaredTypes(n);
+}
+
+LogicalResult Importer::checkDeclaredTypes(const onnx::NodeProto &n) {
+  for (const auto &name : n.output()) {
+    auto d = declared.find(name);
+    auto v = values.find(name);
+    if (name.empty() || d == declared.end() || v == values.end() || !d->second->has_type())
+      continue;
+    const auto &tt = d->second->type().tensor_type(); // validateGraph: a tensor
+    auto ours = cast<RankedTensorType>(v->second.getType());
+    std::string imported;
+    llvm::raw_string_ostream(imported) << ours;
+    if (tt.elem_type() != 0) {
+      auto elt = elementType(tt.elem_type(), "the declared type of '" + name + "'");
+      if (failed(elt))
+        return failure();
+      if (*elt != ours.getElementType())
+        return fail("output '" + name + "' imported as " + imported +
+                    " but the model declares element type " +
+                    onnx::TensorProto::DataType_Name(
+                        static_cast<onnx::TensorProto::DataType>(tt.elem_type())));
+    }
+    if (!tt.has_shape())
+      continue;
+    bool same = tt.shape().dim_size() == ours.getRank();
+    std::string shape;
+    for (const auto &[i, dim] : llvm::enumerate(tt.shape().dim())) {
+      shape += (i ? "," : "") + (dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
+      if (same && dim.has_dim_value() && dim.dim_value() != ours.getDimSize(i))
+        same = false;
+    }
+    if (!same)
+      return fail("output '" + name + "' imported as " + imported +
+                  " but the model declares shape [" + shape + "]");
+  }
+  return success();
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
@@ -768,6 +838,14 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &n : graph.node())
     if (failed(importNode(n)))
       return nullptr;
+  // ONNX's shape inference runs only now, on a model every converter has
+  // checked, as a cross-check of each node's result types.
+  runONNXShapeInference();
+  for (const auto &n : graph.node()) {
+    current = &n;
+    if (failed(checkAgainstONNX(n)))
+      return nullptr;
+  }
   current = nullptr;
 
   SmallVector<Value> results;
@@ -852,9 +930,18 @@ OwningOpRef<ModuleOp> hpc::importONNXFile(MLIRContext &context,
   }
   if (!module)
     error = importer.error().empty() ? path + ": import failed" : importer.error();
-  // One line, whatever the parser's message or a node's name contains.
-  for (char &c : error)
+  // One line, whatever the parser's message or a node's name contains: line
+  // breaks become spaces, other control characters \xNN.
+  std::string line;
+  for (char c : error) {
+    unsigned char u = static_cast<unsigned char>(c);
     if (c == '\n' || c == '\r')
-      c = ' ';
+      line += ' ';
+    else if ((u < 0x20 && c != '\t') || u == 0x7f)
+      line += llvm::formatv("\\x{0:x-2}", unsigned(u)).str();
+    else
+      line += c;
+  }
+  error = std::move(line);
   return module;
 }

@@ -137,7 +137,7 @@ LogicalResult pow(Importer &im) {
 }
 
 LogicalResult mod(Importer &im) {
-  if (im.attrInt("fmod", 0))
+  if (im.attrBool("fmod", 0))
     return binary<hpc::FModOp>(im);
   return binary<hpc::ModOp>(im);
 }
@@ -260,8 +260,8 @@ LogicalResult gemm(Importer &im) {
   return finish(im, im.create<hpc::GemmOp>(
                         operands, {im.f64("alpha", im.attrFloat("alpha", 1.0)),
                                    im.f64("beta", im.attrFloat("beta", 1.0)),
-                                   im.boolean("trans_a", im.attrInt("transA", 0)),
-                                   im.boolean("trans_b", im.attrInt("transB", 0))}));
+                                   im.boolean("trans_a", im.attrBool("transA", 0)),
+                                   im.boolean("trans_b", im.attrBool("transB", 0))}));
 }
 
 /// Window attributes of Conv/ConvTranspose/pooling with auto_pad resolved.
@@ -279,29 +279,48 @@ FailureOr<Window> readWindow(Importer &im, ArrayRef<int64_t> spatialIn,
   w.strides = im.attrInts("strides");
   w.dilations = im.attrInts("dilations");
   w.pads = im.attrInts("pads");
-  if (w.strides.empty())
+  // Defaults only for absent attributes: an empty list is of the wrong size.
+  if (!im.attr("strides"))
     w.strides.assign(n, 1);
-  if (w.dilations.empty())
+  if (!im.attr("dilations"))
     w.dilations.assign(n, 1);
-  if (w.pads.empty())
+  if (!im.attr("pads"))
     w.pads.assign(2 * n, 0);
   if (w.strides.size() != n || w.dilations.size() != n || w.pads.size() != 2 * n)
     return im.fail("strides, dilations and pads do not match the " + Twine(n) +
                    " spatial dimensions");
   std::string autoPad = im.attrString("auto_pad", "NOTSET");
+  if (autoPad == "VALID")
+    w.pads.assign(2 * n, 0);
+  else if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return im.fail("unknown auto_pad '" + autoPad + "'");
+  // The window arithmetic (here and in the op's inference) in checked int64:
+  // the span of the kernel, the padded size and the rounded-up output.
+  for (size_t i = 0; i < n; ++i) {
+    int64_t span, padded, numer, rounded;
+    if (__builtin_mul_overflow(w.kernel[i] - 1, w.dilations[i], &span) ||
+        __builtin_add_overflow(span, 1, &span) ||
+        __builtin_add_overflow(spatialIn[i], w.pads[i], &padded) ||
+        __builtin_add_overflow(padded, w.pads[i + n], &padded) ||
+        __builtin_sub_overflow(padded, span, &numer) ||
+        __builtin_add_overflow(std::max(numer, padded), w.strides[i], &rounded))
+      return im.fail("the window of spatial dimension " + Twine(i) +
+                     " overflows 64-bit sizes (kernel, dilations, pads)");
+  }
   if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) {
       int64_t out = (spatialIn[i] + w.strides[i] - 1) / w.strides[i];
       int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
-      int64_t total = std::max<int64_t>((out - 1) * w.strides[i] + span - spatialIn[i], 0);
+      int64_t total;
+      if (__builtin_mul_overflow(out - 1, w.strides[i], &total) ||
+          __builtin_add_overflow(total, span - spatialIn[i], &total))
+        return im.fail("the window of spatial dimension " + Twine(i) +
+                       " overflows 64-bit sizes (kernel, dilations, pads)");
+      total = std::max<int64_t>(total, 0);
       int64_t small = total / 2, big = total - small;
       w.pads[i] = autoPad == "SAME_UPPER" ? small : big;
       w.pads[i + n] = autoPad == "SAME_UPPER" ? big : small;
     }
-  } else if (autoPad == "VALID") {
-    w.pads.assign(2 * n, 0);
-  } else if (autoPad != "NOTSET") {
-    return im.fail("unknown auto_pad '" + autoPad + "'");
   }
   return w;
 }
@@ -313,7 +332,7 @@ LogicalResult conv(Importer &im) {
   if (xt.getRank() < 3 || wtt.getRank() != xt.getRank())
     return im.fail("Conv needs [N, C, D...] input and weight of the same rank");
   SmallVector<int64_t> kernel(wtt.getShape().drop_front(2));
-  if (auto k = im.attrInts("kernel_shape"); !k.empty() && ArrayRef(k) != ArrayRef(kernel))
+  if (auto k = im.attrInts("kernel_shape"); im.attr("kernel_shape") && ArrayRef(k) != ArrayRef(kernel))
     return im.fail("kernel_shape does not match the weight's shape");
   TRY(w, readWindow(im, xt.getShape().drop_front(2), kernel));
   SmallVector<Value> operands{x, wt};
@@ -338,15 +357,32 @@ LogicalResult convTranspose(Importer &im) {
   SmallVector<int64_t> strides = im.attrInts("strides"), dil = im.attrInts("dilations"),
                        pads = im.attrInts("pads"), outPad = im.attrInts("output_padding"),
                        outShape = im.attrInts("output_shape");
-  if (strides.empty()) strides.assign(n, 1);
-  if (dil.empty()) dil.assign(n, 1);
-  if (pads.empty()) pads.assign(2 * n, 0);
-  if (outPad.empty()) outPad.assign(n, 0);
+  // Defaults only for absent attributes: an empty list is of the wrong size.
+  if (!im.attr("strides")) strides.assign(n, 1);
+  if (!im.attr("dilations")) dil.assign(n, 1);
+  if (!im.attr("pads")) pads.assign(2 * n, 0);
+  if (!im.attr("output_padding")) outPad.assign(n, 0);
   if (strides.size() != n || dil.size() != n || pads.size() != 2 * n || outPad.size() != n)
     return im.fail("strides, dilations, pads and output_padding do not match the spatial rank");
   std::string autoPad = im.attrString("auto_pad", "NOTSET");
   if (outShape.size() > n)
     outShape.erase(outShape.begin(), outShape.begin() + (outShape.size() - n));
+  if (!outShape.empty() && outShape.size() != n)
+    return im.fail("output_shape needs one entry per spatial dimension");
+  // The output-size arithmetic (here and in the op's inference) in checked
+  // int64: stride * (in - 1) + output_padding + span, and in * stride.
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = xt.getDimSize(i + 2), span, full, target;
+    if (__builtin_mul_overflow(kernel[i] - 1, dil[i], &span) ||
+        __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(strides[i], in - 1, &full) ||
+        __builtin_add_overflow(full, outPad[i], &full) ||
+        __builtin_add_overflow(full, span, &full) ||
+        __builtin_mul_overflow(in, strides[i], &target) ||
+        (!outShape.empty() && __builtin_sub_overflow(full, outShape[i], &target)))
+      return im.fail("the window of spatial dimension " + Twine(i) +
+                     " overflows 64-bit sizes (kernel, dilations, strides, output_padding)");
+  }
   if (!outShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) {
       int64_t in = xt.getDimSize(i + 2);
@@ -464,9 +500,9 @@ LogicalResult rmsNorm(Importer &im) {
 
 LogicalResult batchNorm(Importer &im) {
   if (im.hasOutput(1) || im.hasOutput(2) || im.hasOutput(3) || im.hasOutput(4) ||
-      im.attrInt("training_mode", 0))
+      im.attrBool("training_mode", 0))
     return im.fail("BatchNormalization in training mode is not supported");
-  if (im.opset() < 9 && !im.attrInt("spatial", 1))
+  if (im.opset() < 9 && !im.attrBool("spatial", 1))
     return im.fail("BatchNormalization with spatial=0 is not supported");
   SmallVector<Value> operands;
   for (int i = 0; i < 5; ++i) {
@@ -501,7 +537,7 @@ FailureOr<SmallVector<int64_t>> reductionAxes(Importer &im, int64_t rank) {
     axes = im.attrInts("axes");
   }
   if (axes.empty()) {
-    if (im.attrInt("noop_with_empty_axes", 0) || rank == 0)
+    if (im.attrBool("noop_with_empty_axes", 0) || rank == 0)
       return SmallVector<int64_t>();
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
@@ -516,7 +552,7 @@ FailureOr<Value> reduceValue(Importer &im, Value x) {
   if (axes.empty())
     return x;
   return im.create<OpTy>(x, {im.i64Array("axes", axes),
-                             im.boolean("keepdims", im.attrInt("keepdims", 1))});
+                             im.boolean("keepdims", im.attrBool("keepdims", 1))});
 }
 
 template <typename OpTy>
@@ -541,7 +577,7 @@ LogicalResult reduceComposite(Importer &im) {
     TRY(sum, im.create<hpc::ReduceSumOp>(e, {im.i64Array("axes", axes), im.boolean("keepdims", true)}));
     TRY(lg, im.create<hpc::LogOp>(sum));
     TRY(r, im.create<hpc::AddOp>(ValueRange{lg, mx}));
-    if (im.attrInt("keepdims", 1))
+    if (im.attrBool("keepdims", 1))
       return finish(im, r);
     return finish(im, im.create<hpc::SqueezeOp>(r, {im.i64Array("axes", axes)}));
   }
@@ -566,8 +602,8 @@ LogicalResult argReduce(Importer &im) {
   TRY(x, im.input(0));
   return finish(im, im.create<OpTy>(
                         x, {im.i64("axis", im.attrInt("axis", 0)),
-                            im.boolean("keepdims", im.attrInt("keepdims", 1)),
-                            im.boolean("select_last_index", im.attrInt("select_last_index", 0))}));
+                            im.boolean("keepdims", im.attrBool("keepdims", 1)),
+                            im.boolean("select_last_index", im.attrBool("select_last_index", 0))}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -577,19 +613,22 @@ LogicalResult argReduce(Importer &im) {
 LogicalResult gather(Importer &im) {
   TRY(x, im.input(0));
   TRY(idx, im.input(1));
+  int64_t axis = im.attrInt("axis", 0);
+  int64_t rank = typeOf(x).getRank();
+  if (axis < -rank || axis >= rank)
+    return im.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
   // Constant indices are checked now rather than at run time.
   auto constIdx = im.constantInput(1);
-  if (succeeded(constIdx) && *constIdx && typeOf(x).getRank() > 0) {
-    int64_t axis = im.attrInt("axis", 0);
-    int64_t rank = typeOf(x).getRank();
+  if (failed(constIdx))
+    return failure();
+  if (*constIdx) {
     int64_t dim = typeOf(x).getDimSize(axis < 0 ? axis + rank : axis);
-    if (axis >= -rank && axis < rank)
-      for (const APInt &v : constIdx->getValues<APInt>())
-        if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
-          return im.fail("index " + Twine(v.getSExtValue()) + " is out of range for a dimension of size " + Twine(dim));
+    for (const APInt &v : constIdx->getValues<APInt>())
+      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+        return im.fail("index " + Twine(v.getSExtValue()) +
+                       " is out of range for a dimension of size " + Twine(dim));
   }
-  return finish(im, im.create<hpc::GatherOp>(ValueRange{x, idx},
-                                             {im.i64("axis", im.attrInt("axis", 0))}));
+  return finish(im, im.create<hpc::GatherOp>(ValueRange{x, idx}, {im.i64("axis", axis)}));
 }
 
 LogicalResult gatherElements(Importer &im) {
@@ -633,8 +672,8 @@ LogicalResult topK(Importer &im) {
   }
   auto results = im.createMulti<hpc::TopKOp>(
       x, {im.i64("k", k), im.i64("axis", im.attrInt("axis", -1)),
-          im.boolean("largest", im.attrInt("largest", 1)),
-          im.boolean("sorted", im.attrInt("sorted", 1))});
+          im.boolean("largest", im.attrBool("largest", 1)),
+          im.boolean("sorted", im.attrBool("sorted", 1))});
   if (failed(results))
     return failure();
   im.setOutput(0, (*results)[0]);
@@ -813,6 +852,9 @@ LogicalResult split(Importer &im) {
                                        : im.node().output_size();
     if (n <= 0)
       return im.fail("Split needs at least one output");
+    if (n != im.node().output_size())
+      return im.fail("Split gives " + Twine(n) + " sizes for " +
+                     Twine(im.node().output_size()) + " outputs");
     int64_t chunk = im.attr("num_outputs") ? (dim + n - 1) / n : dim / n;
     if (!im.attr("num_outputs") && dim % n != 0)
       return im.fail("dimension " + Twine(dim) + " does not split evenly into " +
@@ -823,6 +865,14 @@ LogicalResult split(Importer &im) {
   if (int64_t(sizes.size()) != im.node().output_size())
     return im.fail("Split gives " + Twine(sizes.size()) + " sizes for " +
                    Twine(im.node().output_size()) + " outputs");
+  // Summed here in checked arithmetic, so the op's own sum cannot wrap.
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return im.fail("split size " + Twine(s) + " is negative");
+    if (__builtin_add_overflow(total, s, &total) || total > dim)
+      return im.fail("split sizes add up to more than the dimension's size " + Twine(dim));
+  }
   auto results = im.createMulti<hpc::SplitOp>(
       x, {im.i64("axis", axis), im.i64Array("sizes", sizes)});
   if (failed(results))
@@ -921,7 +971,7 @@ template <typename OpTy>
 LogicalResult pool(Importer &im) {
   if (im.hasOutput(1))
     return im.fail("the Indices output of MaxPool is not supported");
-  if (im.attrInt("storage_order", 0))
+  if (im.attrBool("storage_order", 0))
     return im.fail("MaxPool storage_order=1 is not supported");
   TRY(x, im.input(0));
   auto xt = typeOf(x);
@@ -934,9 +984,9 @@ LogicalResult pool(Importer &im) {
   SmallVector<NamedAttribute> attrs{
       im.i64Array("kernel_shape", w.kernel), im.i64Array("strides", w.strides),
       im.i64Array("pads", w.pads), im.i64Array("dilations", w.dilations),
-      im.boolean("ceil_mode", im.attrInt("ceil_mode", 0))};
+      im.boolean("ceil_mode", im.attrBool("ceil_mode", 0))};
   if (std::is_same_v<OpTy, hpc::AvgPoolOp>)
-    attrs.push_back(im.boolean("count_include_pad", im.attrInt("count_include_pad", 0)));
+    attrs.push_back(im.boolean("count_include_pad", im.attrBool("count_include_pad", 0)));
   return finish(im, im.create<OpTy>(x, attrs));
 }
 
@@ -992,7 +1042,7 @@ LogicalResult resize(Importer &im) {
   std::string mode = im.attrString("mode", "nearest");
   if (mode != "nearest" && mode != "linear")
     return im.fail("Resize mode '" + mode + "' is not supported (nearest and linear are)");
-  if (im.attrInt("antialias", 0))
+  if (im.attrBool("antialias", 0))
     return im.fail("Resize with antialias is not supported");
   if (im.opset() < 11) {
     TRY(scales, floatsInput(im, 1, "Resize scales"));
@@ -1124,6 +1174,11 @@ LogicalResult constantOfShape(Importer &im) {
 }
 
 LogicalResult range(Importer &im) {
+  for (int i = 0; i < 3; ++i) {
+    TRY(v, im.input(i));
+    if (typeOf(v).getRank() != 0)
+      return im.fail("Range input '" + im.node().input(i) + "' must be a scalar (rank 0)");
+  }
   TRY(start, im.scalarInput(0, "Range start"));
   TRY(limit, im.scalarInput(1, "Range limit"));
   TRY(delta, im.scalarInput(2, "Range delta"));
@@ -1247,7 +1302,7 @@ LogicalResult trilu(Importer &im) {
       return im.fail("Trilu k must hold one value");
     k = kv[0];
   }
-  bool upper = im.attrInt("upper", 1);
+  bool upper = im.attrBool("upper", 1);
   int64_t rows = xt.getDimSize(xt.getRank() - 2), cols = xt.getShape().back();
   SmallVector<bool> keep;
   for (int64_t i = 0; i < rows; ++i)
