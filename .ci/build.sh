@@ -5,7 +5,10 @@
 # yet, then builds everything, compiler and tests. ccache caches compiles in
 # its default directory, so a machine's cache is reused across checkouts
 # (CCACHE_BASEDIR makes the cache keys independent of where the repo lives).
-# Builds in one tree are serialized with a lock file.
+# Builds in one tree are serialized with a lock file. HPC_BUILD_DIR selects
+# another tree, HPC_CMAKE_ARGS adds CMake arguments to its first configure
+# (e.g. -DHPC_SANITIZE=address,undefined, as .ci/sanitize.sh does), and
+# HPC_NINJA_ARGS adds ninja arguments (targets, -j).
 #
 #===-----------------------------------------------------------------------===#
 set -euo pipefail
@@ -30,6 +33,6 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
   locked cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    "${launcher[@]}"
+    "${launcher[@]}" ${HPC_CMAKE_ARGS:-}
 fi
-locked ninja -C "$BUILD_DIR"
+locked ninja -C "$BUILD_DIR" ${HPC_NINJA_ARGS:-}

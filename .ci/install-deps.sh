@@ -17,6 +17,7 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   python3-numpy python3-venv
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

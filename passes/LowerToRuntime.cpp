@@ -198,9 +198,15 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
   if (auto precision = module->getAttrOfType<StringAttr>("hpc.precision"))
     m["precision"] = precision.getValue();
   m["arena_bytes"] = plan.arenaBytes;
+  // The weights file's entries by name and offset: the runtime refuses a
+  // file whose entries were renamed (the hash covers only the data).
+  Array weightNames;
+  for (auto [w, key] : llvm::zip(plan.weightEntries, hpc::weightKeys(plan)))
+    weightNames.push_back(Object{{"name", key}, {"offset", w.dataOffset}});
   m["weights"] = Object{{"file", weightsName},
                         {"bytes", int64_t(plan.weightsData.size())},
-                        {"hash", hpc::weightsHashHex(plan.weightsData)}};
+                        {"hash", hpc::weightsHashHex(plan.weightsData)},
+                        {"entries", std::move(weightNames)}};
   auto named = [](const std::vector<std::pair<std::string, int32_t>> &list) {
     Array a;
     for (auto &[name, id] : list)

@@ -71,3 +71,15 @@ if shutil.which("mpirun"):
     config.substitutions.append(
         ("%mpirun", "%s mpirun --allow-run-as-root --oversubscribe" %
          os.path.join(os.path.dirname(__file__), "mpirun-private.sh")))
+
+# A sanitized build (-DHPC_SANITIZE, docs/testing.md "Sanitizers"): every
+# report aborts the process, so that it fails the test even under `not` and
+# the Python drivers that expect one error line; leaks in third-party
+# libraries are suppressed (test/sanitizers/lsan.supp says which and why).
+# The Python scripts launch the instrumented tools with this environment.
+if config.hpc_sanitize:
+    config.available_features.add("sanitize")
+    import sys
+    sys.path.insert(0, os.path.join(config.hpc_src_root, "test", "sanitizers"))
+    import sanitizer_env
+    config.environment.update(sanitizer_env.environment())

@@ -665,7 +665,9 @@ LogicalResult Importer::prepareGraph() {
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
 
-  for (auto &[name, shape] : options.inputShapes) {
+  // Not a structured binding: C++17 lambdas cannot capture one (clang).
+  for (const auto &entry : options.inputShapes) {
+    const std::string &name = entry.first;
     bool known = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
       return vi.name() == name && !initializers.count(name);
     });

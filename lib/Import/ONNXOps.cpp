@@ -11,6 +11,7 @@
 #include "ImporterImpl.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <numeric>
@@ -715,7 +716,8 @@ LogicalResult reshape(Importer &im) {
     }
     if (shape[i] < 0)
       return im.fail("Reshape shape has a negative dimension " + Twine(shape[i]));
-    known *= shape[i];
+    if (llvm::MulOverflow(known, shape[i], known))
+      return im.fail("Reshape shape has more than 2^63 elements");
   }
   int64_t total = xt.getNumElements();
   if (inferAt >= 0) {

@@ -469,15 +469,27 @@ static const char *safetensorsDType(Type t) {
   }
 }
 
+std::vector<std::string> hpc::weightKeys(const ProgramPlan &plan) {
+  // Names are keys: keep them unique (an initializer used twice is one).
+  llvm::StringMap<int> seen;
+  std::vector<std::string> keys;
+  for (const ProgramPlan::WeightEntry &w : plan.weightEntries) {
+    std::string key = w.name;
+    if (int n = seen[w.name]++)
+      key += "#" + std::to_string(n);
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
 LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
                                     std::string &error) {
   llvm::json::Object header;
   llvm::json::Object meta;
   meta["hpc_hash"] = weightsHashHex(plan.weightsData);
   meta["format"] = "hpc-opt weights";
-  llvm::StringMap<int> seen;
-  for (const ProgramPlan::WeightEntry &w : plan.weightEntries) {
-    const std::string &name = w.name;
+  std::vector<std::string> keys = weightKeys(plan);
+  for (auto [w, key] : llvm::zip(plan.weightEntries, keys)) {
     const TensorSlot &t = plan.tensors[w.tensor];
     llvm::json::Object entry;
     entry["dtype"] = safetensorsDType(t.type.getElementType());
@@ -486,10 +498,6 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
       shape.push_back(d);
     entry["shape"] = std::move(shape);
     entry["data_offsets"] = llvm::json::Array{w.dataOffset, w.dataOffset + t.bytes};
-    // Names are keys: keep them unique (an initializer used twice is one).
-    std::string key = name;
-    if (int n = seen[name]++)
-      key += "#" + std::to_string(n);
     // How to put a piece-major weight back into the model's shape (the
     // dist dialect verified the attribute): {"shape":[...],"dim":D}.
     if (w.piecesOf) {

@@ -4,11 +4,14 @@
 // group neighbours, so the bytes a rank sends are known in advance (the
 // compiler counts the same) and every reduction runs in one fixed order
 // (each chunk is finished by one rank and copied to the others, so all ranks
-// hold bitwise-identical results).
+// hold bitwise-identical results). Every wait goes through PeerWait.h
+// (bounded by --peer-timeout, idle while it waits).
 //
 //===----------------------------------------------------------------------===//
 
 #include "MpiComm.h"
+
+#include "PeerWait.h"
 
 #include "../core/Context.h"
 
@@ -66,7 +69,9 @@ MpiComm::MpiComm(std::vector<MeshAxis> mesh, MPI_Comm world)
     coords_[a] = rem % mesh_[a].size;
     rem /= mesh_[a].size;
   }
-  checkMpi(MPI_Comm_dup(world_, &p2p_), "MPI_Comm_dup");
+  MPI_Request dup;
+  checkMpi(MPI_Comm_idup(world_, &p2p_, &dup), "MPI_Comm_idup");
+  waitCollective(dup, "the mesh's communicators", world_);
   // One communicator per non-empty subset of the axes, created here, in the
   // same order on every rank, so that no later collective needs every rank
   // of the world to reach it (pipeline stages run different code). Members
@@ -156,8 +161,8 @@ void *MpiComm::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-void MpiComm::exchange(const void *sendBuf, size_t sendBytes, int dest, void *recvBuf,
-                       size_t recvBytes, int source, MPI_Comm comm) {
+void MpiComm::exchange(const char *op, const void *sendBuf, size_t sendBytes, int dest,
+                       void *recvBuf, size_t recvBytes, int source, MPI_Comm comm) {
   std::vector<MPI_Request> reqs;
   char *r = static_cast<char *>(recvBuf);
   const char *s = static_cast<const char *>(sendBuf);
@@ -175,8 +180,7 @@ void MpiComm::exchange(const void *sendBuf, size_t sendBytes, int dest, void *re
     checkMpi(MPI_Isend(s + off, n, MPI_BYTE, dest, 0, comm, &reqs.back()), "MPI_Isend");
     off += static_cast<size_t>(n);
   } while (off < sendBytes);
-  checkMpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
-           "MPI_Waitall");
+  waitAll(reqs, MPI_STATUSES_IGNORE, op, comm, source);
   stats_.bytesSent += sendBytes;
 }
 
@@ -200,7 +204,8 @@ void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Grou
   // combine it into ours; this member ends with chunk r+1 complete.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s, g), rc = mod(r - s - 1, g);
-    exchange(d + start(sc) * e, chunk(sc) * e, next, tmp, chunk(rc) * e, prev, grp.comm);
+    exchange("all_reduce", d + start(sc) * e, chunk(sc) * e, next, tmp, chunk(rc) * e, prev,
+             grp.comm);
     red.combine(d + start(rc) * e, tmp, chunk(rc));
   }
   int own = mod(r + 1, g);
@@ -209,8 +214,8 @@ void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Grou
   // All-gather: at step s send chunk r-s+1, receive chunk r-s in place.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s + 1, g), rc = mod(r - s, g);
-    exchange(d + start(sc) * e, chunk(sc) * e, next, d + start(rc) * e, chunk(rc) * e, prev,
-             grp.comm);
+    exchange("all_reduce", d + start(sc) * e, chunk(sc) * e, next, d + start(rc) * e,
+             chunk(rc) * e, prev, grp.comm);
   }
 }
 
@@ -235,7 +240,7 @@ void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reduc
   for (int s = 0; s < g - 1; ++s) {
     int sb = mod(r - s - 1, g), rb = mod(r - s - 2, g);
     const char *sendBuf = s == 0 ? src + sb * bytes : acc;
-    exchange(sendBuf, bytes, next, tmp, bytes, prev, grp.comm);
+    exchange("reduce_scatter", sendBuf, bytes, next, tmp, bytes, prev, grp.comm);
     char *dst = s == g - 2 ? static_cast<char *>(out) : acc;
     if (bytes)
       memcpy(dst, src + rb * bytes, bytes);
@@ -256,7 +261,7 @@ void MpiComm::allGather(const void *in, void *out, size_t bytes, const Group &gr
   const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
   for (int s = 0; s < g - 1; ++s) {
     int sp = mod(r - s, g), rp = mod(r - s - 1, g);
-    exchange(o + sp * bytes, bytes, next, o + rp * bytes, bytes, prev, grp.comm);
+    exchange("all_gather", o + sp * bytes, bytes, next, o + rp * bytes, bytes, prev, grp.comm);
   }
 }
 
@@ -269,7 +274,7 @@ void MpiComm::allToAll(const void *in, void *out, size_t bytes, const Group &grp
     memcpy(o + r * bytes, i + r * bytes, bytes);
   for (int s = 1; s < g; ++s) {
     int to = mod(r + s, g), from = mod(r - s, g);
-    exchange(i + to * bytes, bytes, grp.commRank[to], o + from * bytes, bytes,
+    exchange("all_to_all", i + to * bytes, bytes, grp.commRank[to], o + from * bytes, bytes,
              grp.commRank[from], grp.comm);
   }
 }
@@ -300,15 +305,14 @@ void MpiComm::broadcast(void *data, size_t bytes, int root, const Group &grp) {
              "MPI_Irecv");
   for (size_t k = 0; k < offsets.size(); ++k) {
     if (hasPrev)
-      checkMpi(MPI_Wait(&recvs[k], MPI_STATUS_IGNORE), "MPI_Wait");
+      waitAll(&recvs[k], 1, MPI_STATUSES_IGNORE, "broadcast", grp.comm, prev);
     if (hasNext) {
       sends.emplace_back();
       checkMpi(MPI_Isend(d + offsets[k], length(k), MPI_BYTE, next, 0, grp.comm, &sends.back()),
                "MPI_Isend");
     }
   }
-  checkMpi(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE),
-           "MPI_Waitall");
+  waitAll(sends, MPI_STATUSES_IGNORE, "broadcast", grp.comm, next);
   if (hasNext)
     stats_.bytesSent += bytes;
 }
@@ -380,8 +384,7 @@ bool MpiComm::finishRecv(PendingRecv &p) {
   if (p.source < 0)
     return false;
   std::vector<MPI_Status> st(p.requests.size());
-  checkMpi(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), st.data()),
-           "MPI_Waitall");
+  waitAll(p.requests, st.data(), "recv", p2p_, p.source);
   for (size_t k = 0; k < st.size(); ++k) {
     int got = 0;
     MPI_Get_count(&st[k], MPI_BYTE, &got);
@@ -395,8 +398,7 @@ bool MpiComm::finishRecv(PendingRecv &p) {
 
 void MpiComm::completeSends() {
   if (!sendRequests_.empty())
-    MPI_Waitall(static_cast<int>(sendRequests_.size()), sendRequests_.data(),
-                MPI_STATUSES_IGNORE);
+    waitAll(sendRequests_, MPI_STATUSES_IGNORE, "send", p2p_, -1);
   sendRequests_.clear();
   sendBuffers_.clear();
 }

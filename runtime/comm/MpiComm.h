@@ -105,7 +105,8 @@ public:
   /// this rank's + offset (no peer outside [0, size): send does nothing,
   /// finishRecv returns false). Sends are buffered (never block). A receive
   /// comes in two halves, so that recv_start can post it and return:
-  /// postRecv returns at once, finishRecv blocks until the data is in.
+  /// postRecv returns at once, finishRecv blocks until the data is in (at
+  /// most the peer timeout: PeerWait.h).
   void send(const void *data, size_t bytes, int axis, int64_t offset);
   struct PendingRecv {
     std::vector<MPI_Request> requests;
@@ -139,8 +140,9 @@ private:
   MPI_Comm splitSubset(unsigned mask);
   /// Posts the receive and the send (each split in pieces MPI's int counts
   /// can express), waits for both, and counts the bytes sent.
-  void exchange(const void *sendBuf, size_t sendBytes, int dest, void *recvBuf,
-                size_t recvBytes, int source, MPI_Comm comm);
+  /// `op` names the collective if the wait times out (PeerWait.h).
+  void exchange(const char *op, const void *sendBuf, size_t sendBytes, int dest,
+                void *recvBuf, size_t recvBytes, int source, MPI_Comm comm);
   int peer(int axis, int64_t offset) const;
 };
 

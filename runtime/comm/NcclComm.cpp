@@ -8,6 +8,8 @@
 
 #include "NcclComm.h"
 
+#include "PeerWait.h"
+
 #include "../core/Context.h"
 
 #include <string>
@@ -76,8 +78,10 @@ NcclComm::NcclComm(const Group &group, int device)
   ncclUniqueId id;
   if (group.index == 0)
     checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  checkMpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, group.commRank[0], group.comm),
-           "MPI_Bcast of the NCCL id");
+  MPI_Request r;
+  checkMpi(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, group.commRank[0], group.comm, &r),
+           "MPI_Ibcast of the NCCL id");
+  waitCollective(r, "the broadcast of the NCCL id", group.comm);
   checkCuda(cudaSetDevice(device), "cudaSetDevice");
   checkNccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
 }

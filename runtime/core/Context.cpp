@@ -11,6 +11,8 @@
 #include "Context.h"
 
 #include "../comm/MpiComm.h"
+#include "../io/InputFile.h"
+#include "../io/Safetensors.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -33,7 +36,33 @@ using json = nlohmann::json;
 
 namespace hpcrt {
 
-void fail(const std::string &message) { throw Error(message); }
+void fail(const std::string &message) {
+  // An error is one line, whatever text of a file it quotes: control
+  // characters and Unicode's line separators (NEL, U+2028, U+2029) are
+  // written as \xNN escapes.
+  std::string line;
+  for (size_t i = 0; i < message.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(message[i]);
+    size_t sep = 0;
+    if (c == 0xc2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x85)
+      sep = 2;
+    else if (c == 0xe2 && i + 2 < message.size() &&
+             static_cast<unsigned char>(message[i + 1]) == 0x80 &&
+             (static_cast<unsigned char>(message[i + 2]) & 0xfe) == 0xa8)
+      sep = 3;
+    if (c >= 0x20 && c != 0x7f && !sep) {
+      line += message[i];
+      continue;
+    }
+    for (size_t k = 0; k < std::max<size_t>(sep, 1); ++k) {
+      char hex[5];
+      snprintf(hex, sizeof(hex), "\\x%02x", static_cast<unsigned char>(message[i + k]));
+      line += hex;
+    }
+    i += std::max<size_t>(sep, 1) - 1;
+  }
+  throw Error(line);
+}
 
 size_t dtypeSize(int dtype) {
   switch (dtype) {
@@ -232,6 +261,17 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: weights.bytes is negative");
       weightsBytes_ = static_cast<uint64_t>(b);
       weightsHash_ = parseHash(strField(*wit, "hash", "weights"), "manifest weights");
+      auto entries = wit->find("entries");
+      if (entries != wit->end()) {
+        if (!entries->is_array())
+          fail("manifest: weights.entries is not an array");
+        for (const json &e : *entries) {
+          int64_t offset = intField(e, "offset", "weights.entries");
+          if (offset < 0)
+            fail("manifest: weights.entries has a negative offset");
+          weightNames_.push_back({static_cast<uint64_t>(offset), strField(e, "name", "weights.entries")});
+        }
+      }
     }
 
     const json &tensors = field(m, "tensors", "manifest");
@@ -644,25 +684,87 @@ void hpcrt_ctx::adoptWeightsData(Buffer data) {
   weightsDataBytes_ = weightsCopy_.size();
 }
 
-void hpcrt_ctx::loadWeightsFile(const std::string &path) {
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    fail(path + ": cannot open weights file: " + strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    fail(path + ": not a regular file");
+namespace {
+
+/// What the plan puts at one offset of the weights data: a weight (or a
+/// view of it, which shares its offset) or a state tensor's initial value.
+struct PlannedWeight {
+  int dtype = 0;
+  std::vector<int64_t> shape;
+  std::string name; ///< the state entry's name; empty for a weight
+};
+
+std::string recordText(int dtype, const std::vector<int64_t> &shape) {
+  return dtypeName(dtype) + " " + shapeString(shape);
+}
+
+/// Checks every entry of a compiled model's weights header against the
+/// plan: each entry starts where a planned tensor of its dtype and shape
+/// does (the parser checked it has that many bytes, in the data section,
+/// overlapping no other), a state tensor's initial value carries the
+/// state's name, an entry at an offset the manifest names (`names`, by
+/// offset) has one of those names, and every planned offset has its entry.
+void checkWeightsEntries(const SafetensorsFile &f, const std::vector<Tensor> &tensors,
+                         const std::vector<StateEntry> &state,
+                         const std::vector<std::pair<uint64_t, std::string>> &names,
+                         const std::string &path) {
+  std::multimap<uint64_t, std::string> namesAt(names.begin(), names.end());
+  std::map<uint64_t, std::vector<PlannedWeight>> planned;
+  for (const Tensor &t : tensors)
+    if (t.region == Region::Weights && t.rankAxes.empty())
+      planned[static_cast<uint64_t>(t.offset)].push_back({t.dtype, t.shape, ""});
+  for (const StateEntry &e : state)
+    if (e.init == StateInit::Weights)
+      planned[static_cast<uint64_t>(e.weightsOffset)].push_back(
+          {tensors[e.tensor].dtype, tensors[e.tensor].shape, e.name});
+  std::set<uint64_t> covered;
+  for (const SafetensorsRecord &r : f.records) {
+    std::string where = path + ": tensor '" + r.name + "'";
+    auto it = planned.find(r.begin);
+    if (it == planned.end())
+      fail(where + " at data_offsets [" + std::to_string(r.begin) + ", " +
+           std::to_string(r.end) + "] is not a tensor of the model (none starts at byte " +
+           std::to_string(r.begin) + ")");
+    const PlannedWeight *match = nullptr;
+    for (const PlannedWeight &w : it->second)
+      if (r.dtype == w.dtype && r.shape == w.shape)
+        match = &w;
+    if (!match)
+      fail(where + " is " + r.dtypeName + " " + shapeString(r.shape) +
+           ", the model's tensor at byte " + std::to_string(r.begin) + " is " +
+           recordText(it->second.front().dtype, it->second.front().shape));
+    std::string base = r.name.substr(0, r.name.rfind('#'));
+    if (!match->name.empty() && base != match->name)
+      fail(where + " at byte " + std::to_string(r.begin) + " holds the initial value of '" +
+           match->name + "' and must have its name");
+    auto [first, last] = namesAt.equal_range(r.begin);
+    if (first != last && std::none_of(first, last, [&](const auto &n) { return n.second == r.name; }))
+      fail(where + " at byte " + std::to_string(r.begin) + " is '" + first->second +
+           "' in the model (renamed?)");
+    covered.insert(r.begin);
   }
-  size_t size = static_cast<size_t>(st.st_size);
+  for (const auto &[offset, list] : planned)
+    if (!covered.count(offset))
+      fail(path + ": no tensor entry for the model's " +
+           (list.front().name.empty() ? "" : "'" + list.front().name + "' ") +
+           recordText(list.front().dtype, list.front().shape) + " tensor at byte " +
+           std::to_string(offset) + " (removed?)");
+}
+
+} // namespace
+
+void hpcrt_ctx::loadWeightsFile(const std::string &path) {
   void *base = nullptr;
-  if (size > 0) {
-    base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (base == MAP_FAILED) {
-      close(fd);
-      fail(path + ": cannot map weights file: " + strerror(errno));
+  size_t size = 0;
+  {
+    InputFile file(path, "cannot open weights file");
+    size = static_cast<size_t>(file.size());
+    if (size > 0) {
+      base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+      if (base == MAP_FAILED)
+        fail(path + ": cannot map weights file: " + strerror(errno));
     }
   }
-  close(fd);
   if (mapBase_)
     munmap(mapBase_, mapBytes_);
   mapBase_ = base;
@@ -671,35 +773,19 @@ void hpcrt_ctx::loadWeightsFile(const std::string &path) {
   weightsData_ = nullptr;
   const uint8_t *p = static_cast<const uint8_t *>(base);
 
-  if (size < 8)
-    fail(path + ": not a safetensors file (shorter than its 8-byte header size)");
-  uint64_t headerBytes = 0;
-  for (int i = 0; i < 8; ++i)
-    headerBytes |= static_cast<uint64_t>(p[i]) << (8 * i);
-  if (headerBytes > size - 8)
-    fail(path + ": not a safetensors file (header size " +
-         std::to_string(headerBytes) + " exceeds the file)");
-  json header;
-  try {
-    header = json::parse(p + 8, p + 8 + headerBytes);
-  } catch (const json::exception &) {
-    fail(path + ": not a safetensors file (header is not JSON)");
-  }
-  if (!header.is_object())
-    fail(path + ": not a safetensors file (header is not a JSON object)");
-  auto meta = header.find("__metadata__");
-  if (meta == header.end() || !meta->is_object() || !meta->contains("hpc_hash") ||
-      !(*meta)["hpc_hash"].is_string())
+  SafetensorsFile header = parseSafetensors(p, size, path);
+  auto meta = header.metadata.find("hpc_hash");
+  if (meta == header.metadata.end())
     fail(path + ": safetensors header has no __metadata__.hpc_hash");
-  std::string metaHash = (*meta)["hpc_hash"].get<std::string>();
-  if (parseHash(metaHash, path) != weightsHash_)
-    fail(path + ": hpc_hash " + metaHash + " does not match the model's " +
+  if (parseHash(meta->second, path) != weightsHash_)
+    fail(path + ": hpc_hash " + meta->second + " does not match the model's " +
          hashString(weightsHash_) + " (weights of another build?)");
 
-  size_t dataOffset = 8 + static_cast<size_t>(headerBytes);
+  size_t dataOffset = static_cast<size_t>(header.dataOffset);
   const uint8_t *data = p + dataOffset;
   size_t dataBytes = size - dataOffset;
   checkWeights(data, dataBytes, path);
+  checkWeightsEntries(header, tensors_, state_, weightNames_, path);
   if (dataOffset % 64 != 0 && dataBytes > 0) {
     // Kernels expect naturally aligned data: copy when the header size does
     // not leave the data section aligned.
@@ -919,6 +1005,9 @@ void hpcrt_ctx::writeTrace(const std::string &path,
     first = false;
   }
   f << "\n]}\n";
+  // A small trace reaches the file only when it is closed: check that too.
+  errno = 0;
+  f.close();
   if (!f)
-    fail(path + ": cannot write trace file");
+    fail(path + ": write error" + (errno ? std::string(": ") + strerror(errno) : std::string()));
 }

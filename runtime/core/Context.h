@@ -305,6 +305,9 @@ private:
   std::string weightsFile_;
   uint64_t weightsBytes_ = 0;
   uint64_t weightsHash_ = 0;
+  /// The weights file's entry names by data offset (manifest
+  /// weights.entries; empty for a manifest without them).
+  std::vector<std::pair<uint64_t, std::string>> weightNames_;
   std::vector<hpcrt::NamedTensor> inputs_, outputs_;
   std::vector<hpcrt::Tensor> tensors_;
   std::vector<hpcrt::OpInfo> ops_;

@@ -52,7 +52,7 @@ using driver::QuietExit;
 const char *usageText =
     "usage: %s run --input NAME=FILE.npy|FILE.pb ... --output-dir DIR\n"
     "              [--iters N] [--threads T] [--trace FILE.json] [--weights FILE]\n"
-    "              [--verbose]\n"
+    "              [--verbose] [--peer-timeout S] [--check-inputs]\n"
     "       %s train --data NAME=FILE.npy ... | --tokens FILE  --steps N\n"
     "              [--metrics FILE.jsonl] [--log-every K] [--threads T]\n"
     "              [--ckpt-dir DIR [--ckpt-every K] [--ckpt-keep K]]\n"
@@ -61,11 +61,17 @@ const char *usageText =
     "              [--eval-data NAME=FILE ... | --eval-tokens FILE] [--eval-every K]\n"
     "              [--eval-batches K] [--init-weights FILE.safetensors]\n"
     "              [--save FILE.safetensors] [--dump-outputs DIR --dump-steps S,...]\n"
-    "              [--weights FILE] [--trace FILE.json] [--verbose]\n"
+    "              [--weights FILE] [--trace FILE.json] [--verbose] [--peer-timeout S]\n"
+    "              [--check-inputs]\n"
     "              (a program compiled with --train; HPC_FAULT=kill@STEP kills it\n"
     "              during that step, for tests; see docs/training.md)\n"
     "       %s info\n"
-    "A program compiled for a mesh runs one process per rank: mpirun -n N %s run|train ...\n";
+    "A program compiled for a mesh runs one process per rank: mpirun -n N %s run|train ...\n"
+    "--peer-timeout S: a rank that waits S seconds for another ends the job, naming\n"
+    "the rank that stopped answering (default 300, or HPCRT_PEER_TIMEOUT)\n"
+    "--check-inputs: refuse a float input (`run`) or --data file (`train`) holding\n"
+    "NaN or Inf, naming the element (off by default: NaN is a legitimate input of\n"
+    "some models)\n";
 
 std::string inputList(const Context &ctx) {
   std::string s;
@@ -114,53 +120,41 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> inputs;
   std::string outputDir, trace, weights;
   int64_t iters = 1, threads = 0;
+  double peerTimeout = 0; ///< 0: HPCRT_PEER_TIMEOUT or the default
   bool verbose = false;
+  bool checkInputs = false; ///< refuse NaN and Inf in float inputs
 };
 
 Options parseRun(int argc, char **argv) {
   Options o;
-  bool haveOut = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i], flag = a, value;
-    bool inlineValue = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      flag = a.substr(0, a.find('='));
-      value = a.substr(a.find('=') + 1);
-      inlineValue = true;
-    }
-    auto next = [&]() -> std::string {
-      if (inlineValue)
-        return value;
-      if (i + 1 >= argc)
-        fail(flag + " needs a value");
-      return argv[++i];
-    };
+  driver::ArgCursor a(argc, argv, 2);
+  while (a.next()) {
+    const std::string &flag = a.flag();
     if (flag == "--input" || flag == "-i") {
-      std::string v = next();
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-        fail("--input needs NAME=FILE, got '" + v + "'");
-      o.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
+      o.inputs.push_back(driver::parseNameValue("--input", a.value()));
     } else if (flag == "--output-dir" || flag == "-o") {
-      o.outputDir = next();
-      haveOut = true;
+      o.outputDir = a.path();
     } else if (flag == "--iters") {
-      o.iters = parsePositive(flag, next());
+      o.iters = parsePositive(flag, a.value());
     } else if (flag == "--threads") {
-      o.threads = parsePositive(flag, next());
+      o.threads = driver::parseThreads(flag, a.value());
     } else if (flag == "--trace") {
-      o.trace = next();
+      o.trace = a.path();
     } else if (flag == "--weights") {
-      o.weights = next();
+      o.weights = a.path();
+    } else if (flag == "--peer-timeout") {
+      o.peerTimeout = driver::parsePeerTimeout(flag, a.value());
     } else if (flag == "--verbose" || flag == "-v") {
-      if (inlineValue)
-        fail("--verbose takes no value");
+      a.noValue();
       o.verbose = true;
+    } else if (flag == "--check-inputs") {
+      a.noValue();
+      o.checkInputs = true;
     } else {
-      fail("unknown option '" + a + "' (see --help)");
+      fail("unknown option '" + a.arg() + "' (see --help)");
     }
   }
-  if (!haveOut || o.outputDir.empty())
+  if (o.outputDir.empty())
     fail("missing --output-dir DIR");
   return o;
 }
@@ -172,6 +166,7 @@ int runCommand(int argc, char **argv) {
     fail("this is a train-step program (compiled with --train): run it with `train`, not "
          "`run`");
   MpiRun mpi;
+  mpi.peerTimeout = o.peerTimeout;
   if (ctx.hasMesh())
     mpi.start(ctx);
   else if (driver::launcherSize() > 1)
@@ -191,8 +186,12 @@ int runCommand(int argc, char **argv) {
         fail("unknown input '" + name + "' (the model's inputs: " + inputList(ctx) + ")");
       if (bound[k])
         fail("input '" + name + "' given twice");
-      HostTensor t = readTensorFile(file);
+      const Tensor &want = ctx.tensor(ctx.inputList()[k].tensor);
+      HostTensor t = readTensorFile(
+          file, tensorFileLimit(want.bytes, static_cast<uint64_t>(want.numel)));
       ctx.bindInput(k, t.dtype, t.shape, t.data.data(), t.data.size());
+      if (o.checkInputs)
+        checkFinite(t, "input '" + name + "'", "--check-inputs");
       bound[k] = true;
     }
     for (size_t k = 0; k < bound.size(); ++k)
@@ -217,13 +216,12 @@ int runCommand(int argc, char **argv) {
 
   double t0Us = ctx.nowUs();
   if (mpi.active) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpi.barrier();
     t0Us = ctx.nowUs();
   }
   double totalMs = 0, minMs = INFINITY;
   for (int64_t it = 0; it < o.iters; ++it) {
-    if (mpi.active)
-      MPI_Barrier(MPI_COMM_WORLD);
+    mpi.barrier();
     auto t0 = std::chrono::steady_clock::now();
     driver::runProgram(ctx, mpi);
     auto t1 = std::chrono::steady_clock::now();
@@ -259,17 +257,15 @@ int runCommand(int argc, char **argv) {
 
   // Per-rank communication, per run (every run sends the same).
   if (mpi.active && o.verbose) {
-    unsigned long long mine[2] = {mpi.comm->stats().bytesSent / o.iters,
-                                  mpi.comm->stats().operations / o.iters};
-    std::vector<unsigned long long> all(2 * mpi.size);
-    MPI_Gather(mine, 2, MPI_UNSIGNED_LONG_LONG, all.data(), 2, MPI_UNSIGNED_LONG_LONG, 0,
-               MPI_COMM_WORLD);
+    std::vector<uint64_t> all = mpi.allGather(
+        {mpi.comm->stats().bytesSent / o.iters, mpi.comm->stats().operations / o.iters});
     if (root) {
       std::vector<comm::MeshAxis> mesh = mpi.comm->mesh();
       printf("ranks: %d (mesh %s)\n", mpi.size, comm::meshString(mesh).c_str());
       for (int r = 0; r < mpi.size; ++r)
-        printf("comm: rank %d sent %llu bytes in %llu collectives per run\n", r, all[2 * r],
-               all[2 * r + 1]);
+        printf("comm: rank %d sent %llu bytes in %llu collectives per run\n", r,
+               static_cast<unsigned long long>(all[2 * r]),
+               static_cast<unsigned long long>(all[2 * r + 1]));
       if (ctx.plannedBytesPerRank() >= 0)
         printf("comm: the compiler planned %lld bytes per rank per run%s\n",
                static_cast<long long>(ctx.plannedBytesPerRank()),

@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
+
+#include <sched.h>
 
 namespace hpcrt::driver {
 
@@ -37,6 +40,8 @@ std::string ArgCursor::value() {
   return argv_[++i_];
 }
 
+std::string ArgCursor::path() { return requirePath(flag_, value()); }
+
 void ArgCursor::noValue() const {
   if (hasInline_)
     fail(flag_ + " takes no value");
@@ -48,6 +53,32 @@ int64_t parsePositive(const std::string &flag, const std::string &v) {
   long long n = strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end || errno || n < 1 || n > 1000000000)
     fail(flag + " needs a positive integer, got '" + v + "'");
+  return n;
+}
+
+const std::string &requirePath(const std::string &flag, const std::string &v) {
+  if (v.empty())
+    fail(flag + " needs a path, got ''");
+  return v;
+}
+
+namespace {
+/// The CPUs this process may run on (its affinity mask), at least 1.
+int64_t usableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? n : 1;
+}
+} // namespace
+
+int64_t parseThreads(const std::string &flag, const std::string &v) {
+  int64_t n = parsePositive(flag, v);
+  int64_t cpus = usableCpus();
+  if (n > 4 * cpus)
+    fail(flag + " " + v + ": at most " + std::to_string(4 * cpus) + " (4x the " +
+         std::to_string(cpus) + " CPU" + (cpus == 1 ? "" : "s") + " this process may use)");
   return n;
 }
 

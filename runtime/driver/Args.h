@@ -26,6 +26,9 @@ public:
   /// The argument as written ("--steps=5").
   const std::string &arg() const { return arg_; }
   std::string value();
+  /// value() for a flag that names a file or directory: an empty one is an
+  /// error, never "not given".
+  std::string path();
   /// Fails when the flag was given an inline value.
   void noValue() const;
 
@@ -39,6 +42,12 @@ private:
 
 /// A positive integer up to 1e9.
 int64_t parsePositive(const std::string &flag, const std::string &v);
+/// `v` itself; fails when it is empty ("--weights needs a path, got ''").
+const std::string &requirePath(const std::string &flag, const std::string &v);
+/// A thread count: a positive integer up to 4x the CPUs this process may
+/// run on (more cannot help, and a library asked for 100,000 threads may
+/// fail to make them and hang when it shuts down).
+int64_t parseThreads(const std::string &flag, const std::string &v);
 /// A finite non-negative number.
 double parseNonNegative(const std::string &flag, const std::string &v);
 /// NAME=VALUE with both parts non-empty.

@@ -108,8 +108,14 @@ void checkShardBytes(const MappedFile &f, const ShardInfo &s) {
          hashString(s.hash) + " (corrupted)");
 }
 
+/// A checkpoint's manifest.json lists a few fields per shard: far below this.
+constexpr size_t kMaxCheckpointManifestBytes = size_t(64) << 20;
+
 json readJsonFile(const std::string &path) {
   MappedFile f(path);
+  if (f.size() > kMaxCheckpointManifestBytes)
+    fail(path + ": " + std::to_string(f.size()) + " bytes, more than a checkpoint manifest's " +
+         std::to_string(kMaxCheckpointManifestBytes) + " (corrupted?)");
   try {
     return json::parse(f.data(), f.data() + f.size());
   } catch (const json::exception &) {

@@ -12,6 +12,7 @@
 
 #include "../io/TensorIO.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace hpcrt::driver {
@@ -84,6 +85,29 @@ void storeInt(uint8_t *p, int dtype, int64_t v) {
   case HPCRT_BF16: store(p, static_cast<uint16_t>(v ? 0x3f80 : 0)); break;
   default: break;
   }
+}
+
+/// The largest value of an integer dtype (one of isInteger's).
+int64_t maxOf(int dtype) {
+  switch (dtype) {
+  case HPCRT_U8: return UINT8_MAX;
+  case HPCRT_I8: return INT8_MAX;
+  case HPCRT_U16: return UINT16_MAX;
+  case HPCRT_I16: return INT16_MAX;
+  case HPCRT_I32: return INT32_MAX;
+  case HPCRT_U32: return UINT32_MAX;
+  default: return INT64_MAX;
+  }
+}
+
+/// The element of `dtype` at `p` as text (u64 past int64 included).
+std::string intText(const uint8_t *p, int dtype) {
+  if (dtype == HPCRT_U64) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return std::to_string(v);
+  }
+  return std::to_string(loadInt(p, dtype));
 }
 
 bool endsWith(const std::string &s, const char *tail) {
@@ -200,6 +224,9 @@ void BatchLoader::addFile(const Context &ctx, const DataArgs &args, const std::s
          describeInput(ctx, static_cast<int>(k)) + "), got " + dtypeName(npy.dtype) + " " +
          shapeString(npy.shape));
   src->data = src->file->data() + npy.dataOffset;
+  if (args.checkInputs)
+    checkFinite(npy.dtype, npy.shape, src->data, npy.dataBytes, args.filesFlag + " " + what,
+                "--check-inputs");
   src->dtype = npy.dtype;
   src->count = npy.shape[0];
   src->rowBytes = static_cast<size_t>(f.rowElems) * dtypeSize(t.dtype);
@@ -260,6 +287,7 @@ void BatchLoader::addTokens(const Context &ctx, const DataArgs &args, DataRank r
     src->dtype = HPCRT_U16;
     src->count = static_cast<int64_t>(src->file->size() / 2);
   }
+  checkTokenIds(*src, ctx, tok, args.tokensFlag + " " + file);
   int64_t samples = src->count > 0 ? (src->count - 1) / T : 0;
   if (samples < batch_)
     fail(args.tokensFlag + " " + file + ": " + std::to_string(src->count) + " tokens make " +
@@ -291,6 +319,35 @@ void BatchLoader::addTokens(const Context &ctx, const DataArgs &args, DataRank r
     names_.push_back(inputs[lab].name + " <- " + file + " (shifted by one)");
   }
   sources_.push_back(std::move(src));
+}
+
+void BatchLoader::checkTokenIds(const Source &src, const Context &ctx, int tok,
+                                const std::string &what) const {
+  // Ids are rows of an embedding: never negative (a Gather would count -1
+  // from the end) and within the token input's dtype (no wrapping). Ids
+  // past the vocabulary are the embedding Gather's error.
+  const Tensor &t = ctx.tensor(ctx.inputList()[tok].tensor);
+  int64_t limit = maxOf(t.dtype);
+  int lab = ctx.train().labelsInput;
+  if (lab >= 0)
+    limit = std::min(limit, maxOf(ctx.tensor(ctx.inputList()[lab].tensor).dtype));
+  bool isSigned = src.dtype == HPCRT_I8 || src.dtype == HPCRT_I16 || src.dtype == HPCRT_I32 ||
+                  src.dtype == HPCRT_I64;
+  if (!isSigned && src.dtype != HPCRT_U64 && maxOf(src.dtype) <= limit)
+    return;
+  size_t esize = dtypeSize(src.dtype);
+  for (int64_t i = 0; i < src.count; ++i) {
+    const uint8_t *p = src.data + static_cast<size_t>(i) * esize;
+    int64_t v = loadInt(p, src.dtype);
+    if (src.dtype != HPCRT_U64 && v < 0)
+      fail(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
+           ", a negative token id");
+    // A u64 past int64 loads as negative: past every limit.
+    bool past = src.dtype == HPCRT_U64 ? v < 0 || v > limit : v > limit;
+    if (past)
+      fail(what + ": element " + std::to_string(i) + " is " + intText(p, src.dtype) +
+           ", past the largest token id the inputs take (" + std::to_string(limit) + ")");
+  }
 }
 
 void BatchLoader::fill(Context &ctx, int64_t first) const {

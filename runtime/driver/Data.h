@@ -10,6 +10,8 @@
 //                          k*T+T+1) for the labels input, T = dim 1 of the
 //                          token input, (len-1)/T samples; inputs named
 //                          attention_mask get ones, position_ids 0..T-1.
+//                          A negative id, or one the inputs' dtype cannot
+//                          hold, is refused when the file is mapped.
 // Step s takes the global samples first .. first+B-1 modulo the sample count
 // (first = (s-1)*B for a run from step 1). A data input whose first dimension
 // is B holds the whole batch; one whose first dimension is B/dp (a data-
@@ -39,6 +41,7 @@ struct DataArgs {
   std::string tokens;
   std::string filesFlag = "--data";    ///< for messages
   std::string tokensFlag = "--tokens"; ///< for messages
+  bool checkInputs = false; ///< --check-inputs: refuse NaN and Inf in float files
   bool empty() const { return files.empty() && tokens.empty(); }
 };
 
@@ -96,6 +99,10 @@ private:
   /// The rows of the global batch input `k` holds (checks its first dim).
   Feed rowsOf(const Context &ctx, int k, DataRank rank) const;
   void setSamples(int64_t n, const std::string &what, const std::string &flag);
+  /// Fails on a token id below 0 or past the token and labels inputs'
+  /// dtypes; `what` is "--tokens FILE".
+  void checkTokenIds(const Source &src, const Context &ctx, int tok,
+                     const std::string &what) const;
 };
 
 } // namespace hpcrt::driver

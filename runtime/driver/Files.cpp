@@ -3,14 +3,19 @@
 // POSIX file system calls behind Files.h: mkdir, opendir/readdir, unlink and
 // rmdir for rm -rf (without following symbolic links), mkdtemp/mkstemp for
 // temporary names, write loops that retry short writes, fsync of files and
-// directories, rename for atomic replacement, mmap for reading.
+// directories, rename for atomic replacement (of regular files only: lstat
+// first), mmap for reading (of a file opened through InputFile: regular
+// files only, a FIFO does not block).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Files.h"
 
+#include "../io/InputFile.h"
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -177,7 +182,28 @@ uint64_t writeDurably(const std::string &path, const std::vector<Piece> &pieces)
   return writePieces(fd, pieces, path);
 }
 
-void writeAtomically(const std::string &path, const std::vector<Piece> &pieces) {
+std::string replaceableTarget(const std::string &path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return path;
+    fail(path + ": cannot write: " + errnoText());
+  }
+  if (S_ISREG(st.st_mode))
+    return path;
+  if (S_ISLNK(st.st_mode) && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    char *real = realpath(path.c_str(), nullptr);
+    if (!real)
+      fail(path + ": cannot resolve the link: " + errnoText());
+    std::string target = real;
+    free(real);
+    return target;
+  }
+  fail(path + ": exists and is not a regular file (refusing to replace it)");
+}
+
+void writeAtomically(const std::string &userPath, const std::vector<Piece> &pieces) {
+  const std::string path = replaceableTarget(userPath);
   std::string dir = parentOf(path);
   size_t slash = path.rfind('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -201,24 +227,15 @@ void writeAtomically(const std::string &path, const std::vector<Piece> &pieces) 
 }
 
 MappedFile::MappedFile(const std::string &path) : path_(path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    fail(path + ": cannot open: " + errnoText());
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    fail(path + ": not a regular file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
+  InputFile file(path);
+  size_ = static_cast<size_t>(file.size());
   if (size_ > 0) {
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
     if (base_ == MAP_FAILED) {
       base_ = nullptr;
-      close(fd);
       fail(path + ": cannot map: " + errnoText());
     }
   }
-  close(fd);
 }
 
 MappedFile::~MappedFile() {

@@ -51,11 +51,20 @@ struct Piece {
 /// Creates `path` (it must not exist), writes the pieces, fsyncs it.
 /// Returns the number of bytes written.
 uint64_t writeDurably(const std::string &path, const std::vector<Piece> &pieces);
-/// Replaces `path` atomically: the pieces go to a temporary file next to it
-/// (fsync-ed), which is renamed over `path`; then the directory is fsync-ed.
+/// The file writeAtomically(path) replaces: `path`, or the regular file a
+/// symbolic link at `path` leads to (the link stays). Fails with "PATH:
+/// exists and is not a regular file (refusing to replace it)" for a
+/// device, FIFO, socket, directory, dangling link or link to one of these:
+/// a rename would put a file in its place (as root, /dev/full itself).
+std::string replaceableTarget(const std::string &path);
+/// Replaces replaceableTarget(path) atomically: the pieces go to a
+/// temporary file next to it (fsync-ed), which is renamed over it; then
+/// the directory is fsync-ed.
 void writeAtomically(const std::string &path, const std::vector<Piece> &pieces);
 
-/// A read-only mapping of a whole file (an empty file maps to no bytes).
+/// A read-only mapping of a whole regular file (an empty file maps to no
+/// bytes), opened through InputFile: a FIFO, device or directory is the
+/// error "<path>: not a regular file", never a blocked open.
 class MappedFile {
 public:
   explicit MappedFile(const std::string &path);

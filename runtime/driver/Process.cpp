@@ -15,7 +15,10 @@
 
 #include "WeightsByName.h"
 
+#include "../comm/PeerWait.h"
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -38,18 +41,45 @@ int launcherSize() {
   return 1;
 }
 
+double parsePeerTimeout(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  errno = 0;
+  double s = strtod(v.c_str(), &end);
+  if (v.empty() || *end || errno || !(s > 0 && s <= 1e6))
+    fail(flag + " needs a positive number of seconds (at most 1e6), got '" + v + "'");
+  return s;
+}
+
+double peerTimeoutFromEnv() {
+  const char *v = getenv("HPCRT_PEER_TIMEOUT");
+  return v && *v ? parsePeerTimeout("HPCRT_PEER_TIMEOUT", v) : comm::kDefaultPeerTimeoutS;
+}
+
 MpiRun::~MpiRun() {
   if (!active)
     return;
   queue.reset();
   comm.reset();
+  comm::finishPeerWait();
   MPI_Finalize();
 }
 
 void MpiRun::start(Context &ctx) {
+  double timeout = peerTimeout;
+  try {
+    if (timeout <= 0)
+      timeout = peerTimeoutFromEnv();
+  } catch (const Error &e) {
+    // Every rank meets it: the launcher's rank 0 alone prints it.
+    if (launcherRank() == 0)
+      fprintf(stderr, "%s: error: %s\n", progName.c_str(), e.what());
+    throw QuietExit{1};
+  }
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
     fail("MPI_Init failed");
+  comm::setPeerTimeout(timeout);
+  comm::startPeerWait(MPI_COMM_WORLD, progName);
   queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED);
   ctx.setCommQueue(queue.get());
   active = true;
@@ -80,7 +110,10 @@ bool MpiRun::anyFailed(bool mine) {
   if (!active)
     return false;
   int v = mine ? 1 : 0, any = 0;
-  MPI_Allreduce(&v, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Iallreduce(&v, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r),
+                 "MPI_Iallreduce");
+  comm::waitCollective(r, "the agreement on errors", MPI_COMM_WORLD);
   return any != 0;
 }
 
@@ -91,7 +124,10 @@ void MpiRun::agree(const std::string &error) {
     return;
   }
   int mine = error.empty() ? INT_MAX : rank, first = INT_MAX;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r),
+                 "MPI_Iallreduce");
+  comm::waitCollective(r, "the agreement on errors", MPI_COMM_WORLD);
   if (first == INT_MAX)
     return;
   if (first == rank) {
@@ -110,18 +146,26 @@ int MpiRun::threadsPerRank() const {
 }
 
 void MpiRun::barrier() {
-  if (active)
-    MPI_Barrier(MPI_COMM_WORLD);
+  if (!active)
+    return;
+  MPI_Request r;
+  comm::checkMpi(MPI_Ibarrier(MPI_COMM_WORLD, &r), "MPI_Ibarrier");
+  comm::waitCollective(r, "a barrier", MPI_COMM_WORLD);
 }
 
 std::string MpiRun::broadcast(const std::string &text) {
   if (!active)
     return text;
   unsigned long long n = text.size();
-  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD, &r), "MPI_Ibcast");
+  comm::waitCollective(r, "a broadcast", MPI_COMM_WORLD);
   std::string out = rank == 0 ? text : std::string(n, '\0');
-  if (n)
-    MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (n) {
+    comm::checkMpi(MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD, &r),
+                   "MPI_Ibcast");
+    comm::waitCollective(r, "a broadcast", MPI_COMM_WORLD);
+  }
   return out;
 }
 
@@ -130,8 +174,13 @@ std::vector<uint64_t> MpiRun::allGather(const std::vector<uint64_t> &values) {
     return values;
   std::vector<unsigned long long> mine(values.begin(), values.end());
   std::vector<unsigned long long> all(mine.size() * static_cast<size_t>(size));
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, all.data(),
-                static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()),
+                                MPI_UNSIGNED_LONG_LONG, all.data(),
+                                static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG,
+                                MPI_COMM_WORLD, &r),
+                 "MPI_Iallgather");
+  comm::waitCollective(r, "an all_gather", MPI_COMM_WORLD);
   return std::vector<uint64_t>(all.begin(), all.end());
 }
 
@@ -139,7 +188,10 @@ uint64_t MpiRun::maxOver(uint64_t value) {
   if (!active)
     return value;
   unsigned long long v = value, m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Iallreduce(&v, &m, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &r),
+                 "MPI_Iallreduce");
+  comm::waitCollective(r, "an all_reduce", MPI_COMM_WORLD);
   return m;
 }
 
@@ -220,15 +272,20 @@ std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
   }
   int n = static_cast<int>(mine.size());
   std::vector<int> counts(mpi.size), displs(mpi.size);
-  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Request r;
+  comm::checkMpi(MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &r),
+                 "MPI_Igather");
+  comm::waitCollective(r, "the trace's gather", MPI_COMM_WORLD);
   int total = 0;
   for (int r = 0; r < mpi.size; ++r) {
     displs[r] = total;
     total += counts[r];
   }
   std::vector<double> all(mpi.rank == 0 ? std::max(total, 1) : 1);
-  MPI_Gatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
-              MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  comm::checkMpi(MPI_Igatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(),
+                              displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD, &r),
+                 "MPI_Igatherv");
+  comm::waitCollective(r, "the trace's gather", MPI_COMM_WORLD);
   std::vector<TraceEvent> events;
   if (mpi.rank != 0)
     return events;

@@ -5,8 +5,10 @@
 // MPI starts, and MpiRun, which starts MPI for a program with a mesh, checks
 // the world size, builds the communicators and makes the ranks agree on
 // errors after every phase (the lowest failing rank prints its one line and
-// every rank exits 1). Without a mesh no MPI function is called. Backend-
-// neutral: it knows the context and the communicator, not the kernels.
+// every rank exits 1). Every wait on another rank is bounded by
+// --peer-timeout (comm/PeerWait.h). Without a mesh no MPI function is
+// called. Backend-neutral: it knows the context and the communicator, not
+// the kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,12 +44,20 @@ int launcherRank();
 /// mpirun), read without MPI.
 int launcherSize();
 
+/// --peer-timeout's value: seconds, a positive number (fails naming `flag`).
+double parsePeerTimeout(const std::string &flag, const std::string &v);
+/// HPCRT_PEER_TIMEOUT when set (seconds), else comm::kDefaultPeerTimeoutS.
+double peerTimeoutFromEnv();
+
 /// MPI for the run of a program with a mesh: started by start(), finished
 /// (buffered sends completed, communicators freed, MPI_Finalize) when it
 /// goes out of scope.
 struct MpiRun {
   bool active = false;
   int rank = 0, size = 1;
+  /// --peer-timeout in seconds, set before start() (0: HPCRT_PEER_TIMEOUT,
+  /// else comm::kDefaultPeerTimeoutS).
+  double peerTimeout = 0;
   int localRanks = 1; ///< ranks on this node
   std::unique_ptr<comm::MpiComm> comm;
   /// The asynchronous ops' communication thread (threaded when MPI allows

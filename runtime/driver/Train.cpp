@@ -169,6 +169,10 @@ void Trainer::setup() {
     setupProgram();
     setupData();
     setupSchedule();
+    // An output that cannot be replaced is refused before the steps.
+    for (const std::string *out : {&o_.save, &o_.saveOnnx})
+      if (root_ && !out->empty())
+        replaceableTarget(*out);
     if (!o_.ckptDir.empty()) {
       if (root_ && !resuming())
         checkFreshDirectory(o_.ckptDir);
@@ -475,6 +479,7 @@ int trainCommand(int argc, char **argv) {
          "with hpc-opt --train to train it");
   TrainOptions o = parseTrainOptions(argc, argv);
   MpiRun mpi;
+  mpi.peerTimeout = o.peerTimeout;
   if (ctx.hasMesh())
     mpi.start(ctx);
   else if (launcherSize() > 1)

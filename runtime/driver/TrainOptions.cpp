@@ -11,6 +11,7 @@
 #include "TrainOptions.h"
 
 #include "Args.h"
+#include "Process.h"
 
 #include <cstdlib>
 
@@ -20,9 +21,7 @@ namespace {
 void setOnce(std::string &slot, const std::string &flag, const std::string &v) {
   if (!slot.empty())
     fail(flag + " given twice");
-  if (v.empty())
-    fail(flag + " needs a non-empty value");
-  slot = v;
+  slot = requirePath(flag, v);
 }
 
 void checkCombinations(const TrainOptions &o, bool haveSteps, bool haveKeep) {
@@ -95,7 +94,7 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
     } else if (f == "--log-every") {
       o.logEvery = parsePositive(f, a.value());
     } else if (f == "--threads") {
-      o.threads = parsePositive(f, a.value());
+      o.threads = parseThreads(f, a.value());
     } else if (f == "--lr") {
       o.lr = parseNonNegative(f, a.value());
       o.haveLr = true;
@@ -116,9 +115,14 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
       setOnce(o.weights, f, a.value());
     } else if (f == "--trace") {
       setOnce(o.trace, f, a.value());
+    } else if (f == "--peer-timeout") {
+      o.peerTimeout = parsePeerTimeout(f, a.value());
     } else if (f == "--verbose" || f == "-v") {
       a.noValue();
       o.verbose = true;
+    } else if (f == "--check-inputs") {
+      a.noValue();
+      o.data.checkInputs = o.eval.checkInputs = true;
     } else {
       fail("unknown option '" + a.arg() + "' (see --help)");
     }

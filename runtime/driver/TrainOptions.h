@@ -33,6 +33,7 @@ struct TrainOptions {
   std::string onnx;          ///< --onnx MODEL.onnx (the source of --save-onnx)
   int64_t logEvery = 10;     ///< --log-every K
   int64_t threads = 0;       ///< --threads T
+  double peerTimeout = 0;    ///< --peer-timeout S (0: HPCRT_PEER_TIMEOUT or 300)
   bool haveLr = false;       ///< --lr F given
   double lr = 0;
   bool haveSchedule = false; ///< --lr-schedule given

@@ -61,7 +61,11 @@
  *                                        fp32); `info` prints it
  *     "arena_bytes": 123456,             planned peak of the arena
  *     "weights": {"file": "gpt2.bin.safetensors", "bytes": N,
- *                 "hash": "16 hex digits"},
+ *                 "hash": "16 hex digits",
+ *                 "entries": [{"name": "wte", "offset": 0}, ...]},
+ *          entries (optional): each header entry of the weights file by
+ *          name and data offset; an entry at a listed offset must carry
+ *          one of the names listed there (a renamed entry is refused).
  *     "inputs":  [{"name": "input_ids", "tensor": 0}, ...],
  *     "outputs": [{"name": "logits", "tensor": 57}, ...],
  *     "tensors": [{"dtype": 1, "shape": [1,16], "region": "input",
@@ -104,8 +108,12 @@
  *     data section is used in place (mmap) when 8 + header size is a
  *     multiple of 64 (pad the JSON header with spaces, as safetensors
  *     allows), otherwise it is copied once. Tensor offsets should be
- *     multiples of 64 (at least of the element size). Per-tensor entries
- *     of the safetensors header are not read; the manifest is the truth.
+ *     multiples of 64 (at least of the element size). The manifest is the
+ *     truth: every per-tensor entry of the header must start where a
+ *     tensor of the plan does, with its dtype and shape (a state tensor's
+ *     initial value under the state's name), every planned offset has an
+ *     entry, and no entry overlaps another (docs/compiling.md, "Runtime
+ *     input files").
  *   - --weights FILE whose __metadata__ has no hpc_hash is a by-name file
  *     (`train --save`, or any safetensors of whole tensors named by the
  *     model's initializers), for any plan of the same model: the runtime

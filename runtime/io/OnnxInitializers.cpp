@@ -13,10 +13,13 @@
 
 #include "OnnxInitializers.h"
 
+#include "InputFile.h"
+
 #include "../core/Context.h"
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -223,27 +226,28 @@ std::vector<uint8_t> readExternal(const TensorHeader &h, const std::string &mode
     length = parseCount(it->second, where + " length");
     haveLength = true;
   }
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f)
-    fail(path + ": cannot open the external data of initializer '" + h.name + "' of " + what +
-         ": " + strerror(errno));
-  std::vector<uint8_t> data;
-  bool ok = fseeko(f, 0, SEEK_END) == 0;
-  off_t size = ok ? ftello(f) : -1;
-  ok = ok && size >= 0 && offset <= static_cast<uint64_t>(size);
-  if (ok && !haveLength)
-    length = static_cast<uint64_t>(size) - offset;
-  ok = ok && length <= static_cast<uint64_t>(size) - offset &&
-       fseeko(f, static_cast<off_t>(offset), SEEK_SET) == 0;
-  if (ok) {
-    data.resize(length);
-    ok = length == 0 || fread(data.data(), 1, length, f) == length;
-  }
-  fclose(f);
-  if (!ok)
-    fail(path + ": cannot read bytes " + std::to_string(offset) + ".." +
-         std::to_string(offset + length) + " (the external data of initializer '" + h.name +
-         "' of " + what + ")");
+  std::string of = " (the external data of initializer '" + h.name + "' of " + what + ")";
+  std::string cannotOpen = "cannot open the external data of initializer '" + h.name + "' of " + what;
+  // Links resolved, the file must lie inside the model's directory.
+  char *real = realpath(path.c_str(), nullptr);
+  int err = errno;
+  char *realDir = realpath(modelDir.c_str(), nullptr);
+  std::string resolved = real ? real : "", dir = realDir ? realDir : "";
+  free(real);
+  free(realDir);
+  if (resolved.empty())
+    fail(path + ": " + cannotOpen + ": " + strerror(err));
+  if (dir.empty() || resolved.compare(0, dir.size() + 1, dir + "/") != 0)
+    fail(path + ": outside the model's directory " + modelDir + " after resolving links" + of);
+  InputFile f(resolved, cannotOpen);
+  if (offset > f.size() || (haveLength && length > f.size() - offset))
+    fail(path + ": bytes " + std::to_string(offset) + ".." +
+         (haveLength ? std::to_string(offset + length) : std::string("end")) +
+         " are past its end (" + std::to_string(f.size()) + " bytes)" + of);
+  if (!haveLength)
+    length = f.size() - offset;
+  std::vector<uint8_t> data(static_cast<size_t>(length));
+  f.readAt(offset, data.data(), data.size());
   return data;
 }
 
@@ -282,6 +286,12 @@ std::vector<uint8_t> rewriteGraph(const Field &graph,
       ++report.replaced;
     } else if (h.external) {
       std::vector<uint8_t> data = readExternal(h, modelDir, what);
+      uint64_t need = 0;
+      size_t esize = dtypeSize(static_cast<int>(h.dataType));
+      if (esize && (!checkedTensorBytes(h.dims, esize, need) || data.size() != need))
+        fail(what + ": initializer '" + h.name + "' has " + std::to_string(data.size()) +
+             " bytes of external data, " + describe(h.dataType, h.dims) + " needs " +
+             std::to_string(need));
       std::vector<uint8_t> t = withRawData(f, data.data(), data.size(), what);
       putMessage(out, kGraphInitializer, t.data(), t.size());
       ++report.inlined;

@@ -2,18 +2,22 @@
 //
 // The JSON header through nlohmann::json: dtype names of the format (F64,
 // F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL), shapes,
-// data_offsets checked against the data section, and "__metadata__" whose
-// values must be strings.
+// data_offsets checked against the data section and against each other,
+// keys unique, and "__metadata__" whose values must be strings.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Safetensors.h"
 
+#include "InputFile.h"
+
 #include "../core/Context.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 using json = nlohmann::json;
 
@@ -46,6 +50,101 @@ const SafetensorsRecord *SafetensorsFile::find(const std::string &name) const {
   return nullptr;
 }
 
+namespace {
+
+/// Parses the JSON header; a key given twice in one object is an error
+/// (nlohmann would keep the last one silently).
+json parseHeaderJson(const uint8_t *p, size_t bytes, const std::string &what) {
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  auto check = [&](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(p, p + bytes, check);
+  } catch (const json::exception &) {
+    fail(what + ": not a safetensors file (header is not JSON)");
+  }
+  if (!duplicate.empty())
+    fail(what + ": safetensors header has the key '" + duplicate + "' twice");
+  if (!header.is_object())
+    fail(what + ": not a safetensors file (header is not a JSON object)");
+  return header;
+}
+
+/// One tensor entry: exactly dtype, shape and data_offsets, in the data
+/// section, with the bytes its dtype and shape need (when the runtime
+/// knows the dtype).
+SafetensorsRecord parseRecord(const std::string &name, const json &v, uint64_t dataBytes,
+                              const std::string &what) {
+  std::string where = what + ": tensor '" + name + "'";
+  if (!v.is_object())
+    fail(where + " is not an object");
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
+      fail(where + " has an unknown field '" + it.key() + "'");
+  if (!v.contains("dtype") || !v["dtype"].is_string())
+    fail(where + " has no dtype string");
+  if (!v.contains("shape") || !v["shape"].is_array())
+    fail(where + " has no shape array");
+  if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+      v["data_offsets"].size() != 2 || !v["data_offsets"][0].is_number_unsigned() ||
+      !v["data_offsets"][1].is_number_unsigned())
+    fail(where + " has no data_offsets [begin, end] of two non-negative integers");
+  SafetensorsRecord r;
+  r.name = name;
+  r.dtypeName = v["dtype"].get<std::string>();
+  for (const DtypeName &d : kDtypeNames)
+    if (r.dtypeName == d.name)
+      r.dtype = d.dtype;
+  for (const json &d : v["shape"]) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxTensorBytes)
+      fail(where + " has a negative, non-integer or too large dimension");
+    r.shape.push_back(d.get<int64_t>());
+  }
+  uint64_t need = 0;
+  if (!checkedTensorBytes(r.shape, r.dtype ? dtypeSize(r.dtype) : 1, need))
+    fail(where + " has a shape too large");
+  r.begin = v["data_offsets"][0].get<uint64_t>();
+  r.end = v["data_offsets"][1].get<uint64_t>();
+  if (r.begin > r.end)
+    fail(where + " has data_offsets [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+         "] that end before they begin");
+  if (r.end > dataBytes)
+    fail(where + " lies outside the data section (data_offsets end at " + std::to_string(r.end) +
+         ", the section has " + std::to_string(dataBytes) + " bytes; truncated?)");
+  if (r.dtype && r.end - r.begin != need)
+    fail(where + " has " + std::to_string(r.end - r.begin) + " bytes, its dtype and shape need " +
+         std::to_string(need));
+  return r;
+}
+
+/// No two records share a byte (empty ones may sit anywhere).
+void checkOverlaps(const std::vector<SafetensorsRecord> &records, const std::string &what) {
+  std::vector<const SafetensorsRecord *> sorted;
+  for (const SafetensorsRecord &r : records)
+    if (r.end > r.begin)
+      sorted.push_back(&r);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const SafetensorsRecord *a, const SafetensorsRecord *b) {
+              return a->begin < b->begin || (a->begin == b->begin && a->name < b->name);
+            });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i]->begin < sorted[i - 1]->end)
+      fail(what + ": tensors '" + sorted[i - 1]->name + "' and '" + sorted[i]->name +
+           "' overlap in the data section");
+}
+
+} // namespace
+
 SafetensorsFile parseSafetensors(const uint8_t *p, size_t size, const std::string &what) {
   if (size < 8)
     fail(what + ": not a safetensors file (shorter than its 8-byte header size)");
@@ -55,14 +154,10 @@ SafetensorsFile parseSafetensors(const uint8_t *p, size_t size, const std::strin
   if (headerBytes > size - 8)
     fail(what + ": not a safetensors file (header size " + std::to_string(headerBytes) +
          " exceeds the file; truncated?)");
-  json header;
-  try {
-    header = json::parse(p + 8, p + 8 + headerBytes);
-  } catch (const json::exception &) {
-    fail(what + ": not a safetensors file (header is not JSON)");
-  }
-  if (!header.is_object())
-    fail(what + ": not a safetensors file (header is not a JSON object)");
+  if (headerBytes > kMaxSafetensorsHeaderBytes)
+    fail(what + ": safetensors header of " + std::to_string(headerBytes) +
+         " bytes is longer than " + std::to_string(kMaxSafetensorsHeaderBytes));
+  json header = parseHeaderJson(p + 8, static_cast<size_t>(headerBytes), what);
   SafetensorsFile f;
   f.dataOffset = 8 + headerBytes;
   f.dataBytes = size - f.dataOffset;
@@ -78,39 +173,9 @@ SafetensorsFile parseSafetensors(const uint8_t *p, size_t size, const std::strin
       }
       continue;
     }
-    std::string where = what + ": tensor '" + it.key() + "'";
-    if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() ||
-        !v.contains("shape") || !v["shape"].is_array() || !v.contains("data_offsets") ||
-        !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
-      fail(where + " has no dtype, shape and data_offsets");
-    SafetensorsRecord r;
-    r.name = it.key();
-    r.dtypeName = v["dtype"].get<std::string>();
-    for (const DtypeName &d : kDtypeNames)
-      if (r.dtypeName == d.name)
-        r.dtype = d.dtype;
-    unsigned __int128 numel = 1;
-    for (const json &d : v["shape"]) {
-      if (!d.is_number_unsigned())
-        fail(where + " has a negative or non-integer dimension");
-      r.shape.push_back(d.get<int64_t>());
-      numel *= d.get<uint64_t>();
-      if (numel > (static_cast<unsigned __int128>(1) << 60))
-        fail(where + " has a shape too large");
-    }
-    const json &off = v["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(where + " has malformed data_offsets");
-    r.begin = off[0].get<uint64_t>();
-    r.end = off[1].get<uint64_t>();
-    if (r.begin > r.end || r.end > f.dataBytes)
-      fail(where + " lies outside the data section (" + std::to_string(f.dataBytes) +
-           " bytes; truncated?)");
-    if (r.dtype && static_cast<unsigned __int128>(r.end - r.begin) != numel * dtypeSize(r.dtype))
-      fail(where + " has " + std::to_string(r.end - r.begin) + " bytes, its dtype and shape need " +
-           std::to_string(static_cast<uint64_t>(numel * dtypeSize(r.dtype))));
-    f.records.push_back(std::move(r));
+    f.records.push_back(parseRecord(it.key(), v, f.dataBytes, what));
   }
+  checkOverlaps(f.records, what);
   return f;
 }
 

@@ -43,9 +43,16 @@ struct SafetensorsFile {
   const SafetensorsRecord *find(const std::string &name) const;
 };
 
+/// The longest header accepted (the safetensors format's own limit).
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100000000;
+
 /// Parses the header of the safetensors file at `bytes` (`size` bytes, the
-/// whole file) and checks that every record lies in the data section and
-/// has the bytes its dtype and shape need. `what` names the file.
+/// whole file) and checks it: a JSON object of at most
+/// kMaxSafetensorsHeaderBytes, no key twice, every tensor entry an object
+/// of exactly dtype, shape and data_offsets, lying in the data section, of
+/// the bytes its dtype and shape need (a dtype the runtime lacks keeps
+/// dtype 0 and is not size-checked), no two entries overlapping. `what`
+/// names the file.
 SafetensorsFile parseSafetensors(const uint8_t *bytes, size_t size, const std::string &what);
 
 /// A tensor to write.

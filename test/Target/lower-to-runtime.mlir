@@ -14,7 +14,7 @@
 // CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[2,3]}
 // CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:64,\22region\22:\22arena\22,\22shape\22:[3,2]}
 // CHECK-SAME: {\22dtype\22:1,\22index\22:0,\22offset\22:0,\22region\22:\22arena\22,\22shape\22:[3,2]}
-// CHECK-SAME: \22weights\22:{\22bytes\22:12,\22file\22:\22weights.safetensors\22
+// CHECK-SAME: \22weights\22:{\22bytes\22:12,\22entries\22:[{\22name\22:\22w\22,\22offset\22:0}],\22file\22:\22weights.safetensors\22
 // CHECK: llvm.func @hpcrt_add(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 // CHECK: llvm.func @hpc_program_run(%[[CTX:.+]]: !llvm.ptr)
 // CHECK: %[[IDS0:.+]] = llvm.mlir.addressof @[[G0:ids[0-9]+]]

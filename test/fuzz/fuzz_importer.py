@@ -65,7 +65,12 @@ MEMORY_LIMIT_MB = 4096
 
 
 def _limit_memory():
+    """RLIMIT_AS of MEMORY_LIMIT_MB; none under ASan, which reserves terabytes
+    of address space at start (its own soft RSS limit, set in ASAN_OPTIONS
+    by test/sanitizers/sanitizer_env.py, bounds the memory there)."""
     import resource
+    if "ASAN_OPTIONS" in os.environ:
+        return
     limit = MEMORY_LIMIT_MB << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 

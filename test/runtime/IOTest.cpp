@@ -1,10 +1,14 @@
 //===- IOTest.cpp - .npy and TensorProto readers and the .npy writer -------===//
 
 #include "RuntimeTestUtils.h"
+#include "io/Safetensors.h"
 #include "io/TensorIO.h"
+
+#include <cmath>
 
 #include <cstdio>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace hpcrt;
@@ -98,15 +102,15 @@ TEST(Npy, MalformedFilesAreErrors) {
             std::string::npos);
   EXPECT_NE(errorOf([&] { parseNpy(good.data(), good.size() - 3, "b.npy"); }).find("truncated"),
             std::string::npos);
-  auto withHeader = [](const std::string &h) {
+  auto withHeader = [](const std::string &h, size_t dataBytes) {
     std::vector<uint8_t> f = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                               static_cast<uint8_t>(h.size()), 0};
     f.insert(f.end(), h.begin(), h.end());
-    f.resize(f.size() + 64, 0);
+    f.resize(f.size() + dataBytes, 0);
     return f;
   };
-  auto err = [&](const std::string &h) {
-    auto f = withHeader(h);
+  auto err = [&](const std::string &h, size_t dataBytes = 8) {
+    auto f = withHeader(h, dataBytes);
     return errorOf([&] { parseNpy(f.data(), f.size(), "c.npy"); });
   };
   EXPECT_NE(err("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }").find("big-endian"),
@@ -118,7 +122,66 @@ TEST(Npy, MalformedFilesAreErrors) {
   EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (2,x), }").find("malformed"),
             std::string::npos);
   EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False}").find("no 'shape'"), std::string::npos);
-  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"), "");
+  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 16), "");
+}
+
+TEST(Npy, DataSizeIsExactAndHeaderStrict) {
+  auto err = [&](const std::string &h, size_t dataBytes) {
+    std::vector<uint8_t> f = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                              static_cast<uint8_t>(h.size()), 0};
+    f.insert(f.end(), h.begin(), h.end());
+    f.resize(f.size() + dataBytes, 0);
+    return errorOf([&] { parseNpy(f.data(), f.size(), "d.npy"); });
+  };
+  std::string f4x2 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  EXPECT_EQ(err(f4x2, 8), "");
+  EXPECT_EQ(err(f4x2, 9), "d.npy: 1 bytes after the .npy data (shape [2] needs 8)");
+  EXPECT_EQ(err(f4x2, 7), "d.npy: truncated .npy data (7 bytes, shape [2] needs 8)");
+  // 2^40 * 2^40 elements: the product overflows 64 bits.
+  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, "
+                "1099511627776), }", 0),
+            "d.npy: .npy shape [1099511627776, 1099511627776] is too large");
+  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8),
+            "d.npy: malformed .npy header (unexpected key 'x')");
+  EXPECT_EQ(err("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8),
+            "d.npy: malformed .npy header (key 'descr' given twice)");
+  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,)}", 8),
+            "d.npy: malformed .npy header (fortran_order is not True or False)");
+  EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", 8),
+            "d.npy: malformed .npy header (text after the dict)");
+  EXPECT_EQ(err("{'descr': '|f4', 'fortran_order': False, 'shape': (2,)}", 8),
+            "d.npy: unsupported .npy dtype '|f4' (no byte order)");
+  // The text 'shape' inside a value is not the key.
+  EXPECT_EQ(err("{'descr': 'shape', 'fortran_order': False}", 8),
+            "d.npy: malformed .npy header (no 'shape')");
+}
+
+TEST(Errors, AreOneLineWhateverTheyQuote) {
+  // A key of a corrupted header may hold a newline; the error stays one line.
+  EXPECT_EQ(errorOf([] { fail("key 'a\nb\x1e' \xe2\x80\xa8!"); }),
+            "key 'a\\x0ab\\x1e' \\xe2\\x80\\xa8!");
+}
+
+TEST(Npy, FiniteCheck) {
+  HostTensor t;
+  t.dtype = HPCRT_F32;
+  t.shape = {2, 3};
+  std::vector<float> v = {1, 2, 3, 4, 5, 6};
+  t.data = le(v);
+  EXPECT_EQ(errorOf([&] { checkFinite(t, "input 'x'", "--check-inputs"); }), "");
+  v[4] = -INFINITY;
+  t.data = le(v);
+  EXPECT_EQ(errorOf([&] { checkFinite(t, "input 'x'", "--check-inputs"); }),
+            "input 'x': element 4 (index [1, 1]) is -Inf (--check-inputs)");
+  t.dtype = HPCRT_BF16;
+  t.shape = {2};
+  t.data = le(std::vector<uint16_t>{0x3f80, 0x7fc0});
+  EXPECT_EQ(errorOf([&] { checkFinite(t, "x", "f"); }), "x: element 1 (index [1]) is NaN (f)");
+  t.dtype = HPCRT_F16;
+  t.data = le(std::vector<uint16_t>{0x7c00, 0});
+  EXPECT_EQ(errorOf([&] { checkFinite(t, "x", "f"); }), "x: element 0 (index [0]) is +Inf (f)");
+  t.dtype = HPCRT_I16; // integers always pass
+  EXPECT_EQ(errorOf([&] { checkFinite(t, "x", "f"); }), "");
 }
 
 TEST(TensorProto, EveryDataField) {
@@ -173,6 +236,74 @@ TEST(TensorProto, EveryDataField) {
   EXPECT_EQ(t.data, le(std::vector<double>{2.25}));
 }
 
+TEST(TensorProto, SizesAndFieldsAreChecked) {
+  auto err = [](const std::vector<uint8_t> &p) {
+    return errorOf([&] { parseTensorProto(p.data(), p.size(), "p.pb"); });
+  };
+  // dims whose product overflows 64 bits.
+  std::vector<uint8_t> big = dimsPacked({1LL << 40, 1LL << 40}) + dtypeField(HPCRT_F32);
+  bytesField(big, 9, {});
+  EXPECT_EQ(err(big), "p.pb: TensorProto shape [1099511627776, 1099511627776] is too large");
+  std::vector<uint8_t> neg = dimsPacked({-1}) + dtypeField(HPCRT_F32);
+  EXPECT_EQ(err(neg), "p.pb: TensorProto has a negative dimension");
+  // raw_data and float_data together.
+  std::vector<uint8_t> both = dimsPacked({1}) + dtypeField(HPCRT_F32);
+  bytesField(both, 9, le(std::vector<float>{1}));
+  bytesField(both, 4, le(std::vector<float>{1}));
+  EXPECT_EQ(err(both), "p.pb: TensorProto has both raw_data and typed data fields");
+  // int64_data for an i32 tensor; a u8 value of 300.
+  std::vector<uint8_t> wrong = dimsPacked({1}) + dtypeField(HPCRT_I32);
+  key(wrong, 7, 0);
+  varint(wrong, 1);
+  EXPECT_EQ(err(wrong), "p.pb: TensorProto of i32 has values in field 7, expected field 5");
+  std::vector<uint8_t> range = dimsPacked({1}) + dtypeField(HPCRT_U8);
+  key(range, 5, 0);
+  varint(range, 300);
+  EXPECT_EQ(err(range), "p.pb: TensorProto value 300 is out of the range of u8");
+  // float_data as a varint.
+  std::vector<uint8_t> wire = dimsPacked({1}) + dtypeField(HPCRT_F32);
+  key(wire, 4, 0);
+  varint(wire, 1);
+  EXPECT_EQ(err(wire), "p.pb: malformed TensorProto (wire type 0 for field 4)");
+}
+
+TEST(Safetensors, HeaderIsValidated) {
+  auto file = [](const std::string &header, size_t dataBytes) {
+    std::vector<uint8_t> f(8);
+    for (int i = 0; i < 8; ++i)
+      f[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    f.insert(f.end(), header.begin(), header.end());
+    f.resize(f.size() + dataBytes, 0);
+    return f;
+  };
+  auto err = [&](const std::string &header, size_t dataBytes = 16) {
+    std::vector<uint8_t> f = file(header, dataBytes);
+    return errorOf([&] { parseSafetensors(f.data(), f.size(), "s.st"); });
+  };
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})"),
+            "");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})"),
+            "s.st: tensors 'a' and 'b' overlap in the data section");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})"),
+            "s.st: safetensors header has the key 'a' twice");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})"),
+            "s.st: tensor 'a' has a shape too large");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})"),
+            "s.st: tensor 'a' has a negative, non-integer or too large dimension");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})"),
+            "s.st: tensor 'a' lies outside the data section (data_offsets end at 32, the "
+            "section has 16 bytes; truncated?)");
+  EXPECT_EQ(err(R"({"a":[1,2]})"), "s.st: tensor 'a' is not an object");
+  EXPECT_EQ(err(R"([1])"), "s.st: not a safetensors file (header is not a JSON object)");
+  std::vector<uint8_t> huge(8, 0xff);
+  EXPECT_NE(errorOf([&] { parseSafetensors(huge.data(), huge.size(), "h.st"); })
+                .find("exceeds the file"),
+            std::string::npos);
+}
+
 TEST(TensorProto, MalformedIsAnError) {
   std::vector<float> f = {1, 2, 3};
   auto p = dimsPacked({2, 2}) + dtypeField(HPCRT_F32);
@@ -211,6 +342,15 @@ TEST(TensorFiles, ReadByExtensionAndWriteNpy) {
   EXPECT_EQ(t.dtype, HPCRT_I32);
   EXPECT_EQ(t.data, le(v));
   EXPECT_NE(errorOf([&] { readTensorFile(tempPath("missing.npy")); }).find("cannot open"), std::string::npos);
+  EXPECT_EQ(errorOf([&] { readTensorFile(npy, 10); }),
+            npy + ": " + std::to_string(npyBytes(HPCRT_I32, {3, 2}, v.data()).size()) +
+                " bytes, more than 10 (the most a file of the expected tensor can have)");
+  EXPECT_EQ(errorOf([&] { readTensorFile(::testing::TempDir()); }),
+            ::testing::TempDir() + ": not a regular file");
+  std::string fifo = tempPath("fifo.npy");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(errorOf([&] { readTensorFile(fifo); }), fifo + ": not a regular file");
+  std::remove(fifo.c_str());
   std::remove(npy.c_str());
   std::remove(pb.c_str());
 }

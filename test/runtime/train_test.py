@@ -208,7 +208,10 @@ def place_weights(model_dir):
     wts[0:4] = W0
     wts[16] = B0
     raw = wts.tobytes()
-    text = json.dumps({"__metadata__": {"hpc_hash": "%016x" % hash64(raw)}})
+    # One entry per planned tensor (the runtime checks them against the plan).
+    text = json.dumps({"__metadata__": {"hpc_hash": "%016x" % hash64(raw)},
+                       "fc.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                       "fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [64, 68]}})
     text += " " * ((-(8 + len(text))) % 64)
     with open(os.path.join(model_dir, "fake_train.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text.encode() + raw)
@@ -342,7 +345,8 @@ def test_tokens(env, tmp):
     model = env.build("tokens", "FakeTrainProgramTokens.c")
     emb = (np.arange(16, dtype=np.float32) * np.float32(0.1)).astype("<f4")
     raw = emb.tobytes()
-    text = json.dumps({"__metadata__": {"hpc_hash": "%016x" % hash64(raw)}})
+    text = json.dumps({"__metadata__": {"hpc_hash": "%016x" % hash64(raw)},
+                       "emb": {"dtype": "F32", "shape": [16], "data_offsets": [0, 64]}})
     text += " " * ((-(8 + len(text))) % 64)
     with open(os.path.join(os.path.dirname(model), "fake_tokens.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text.encode() + raw)

@@ -134,6 +134,11 @@ int32_t runtimeDType(mlir::Type elementType);
 /// 16 lowercase hex digits the manifest and the safetensors metadata hold.
 std::string weightsHashHex(llvm::StringRef data);
 
+/// The safetensors key of each of `plan.weightEntries`, in order: the
+/// entry's name, with "#N" appended to the Nth repeat (keys are unique). The
+/// weights file and the manifest's list of weight names both use these.
+std::vector<std::string> weightKeys(const ProgramPlan &plan);
+
 /// Writes `plan`'s weights as a safetensors file, atomically (a temporary
 /// file renamed into place), with the hash in its metadata.
 mlir::LogicalResult writeWeightsFile(const ProgramPlan &plan,

@@ -7,12 +7,30 @@
 #   npy.py random FILE DTYPE SHAPE LOW HIGH [SEED]
 #                                         uniform ints (int dtypes) or floats
 #   npy.py garbage FILE                   bytes that are not a .npy file
+#   npy.py header FILE DICT DATA_BYTES    a .npy v1 file whose header is the
+#                                         text DICT (padded as numpy pads it)
+#                                         and DATA_BYTES zero bytes of data
+#   npy.py pb FILE DTYPE_CODE DIMS RAW_BYTES
+#                                         a TensorProto: dims DIMS (may be
+#                                         negative or huge), data_type
+#                                         DTYPE_CODE, RAW_BYTES zero bytes of
+#                                         raw_data
 #
 #===-----------------------------------------------------------------------===#
 
+import struct
 import sys
 
 import numpy as np
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
 
 
 def shape_of(text):
@@ -47,6 +65,22 @@ def main(argv):
     elif cmd == "garbage":
         with open(path, "wb") as f:
             f.write(b"this is not a numpy file\x00\x01\x02\x03" * 4)
+    elif cmd == "header":
+        text = argv[3]
+        text += " " * ((-(10 + len(text) + 1)) % 64) + "\n"
+        with open(path, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)))
+            f.write(text.encode() + b"\0" * int(argv[4]))
+    elif cmd == "pb":
+        dims = [int(d) for d in argv[4].split(",") if d]
+        msg = b""
+        for d in dims:
+            msg += varint(1 << 3) + varint(d % (1 << 64))
+        msg += varint(2 << 3) + varint(int(argv[3]))
+        raw = b"\0" * int(argv[5])
+        msg += varint((9 << 3) | 2) + varint(len(raw)) + raw
+        with open(path, "wb") as f:
+            f.write(msg)
     else:
         sys.exit("npy.py: unknown command %s" % cmd)
 
