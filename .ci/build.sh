@@ -18,6 +18,12 @@ BUILD_DIR="${HPC_BUILD_DIR:-$ROOT/build}"
 LOCK="${HPC_BUILD_LOCK:-/tmp/hpc-build.lock}"
 
 export CCACHE_BASEDIR="$ROOT"
+# The sanitized build compiles with -g1, and ccache hashes the working
+# directory of a -g compile (it lands in the debug info): without this every
+# fresh clone would rebuild build-asan cold. Reused objects then name the
+# first clone's directory in their debug info, which the reports' file:line
+# does not need.
+export CCACHE_NOHASHDIR=1
 
 locked() {
   if command -v flock >/dev/null 2>&1; then
