@@ -1,7 +1,7 @@
-//===- FuseEpilogues.cpp - bias and activation into gemm and conv ---------===//
+//===- FuseEpilogues.cpp - bias, residual, activation into gemm and conv --===//
 //
 // The compiler decides which elementwise work a contraction kernel does in
-// its epilogue; the runtime only obeys the ops' attributes. Two rewrites, in
+// its epilogue; the runtime only obeys the ops' attributes. The rewrites, in
 // this order, on every function:
 //
 // 0. hpc.matmul(A, hpc.transpose(W)) with W 2-D (a tied LM head reads the
@@ -14,11 +14,13 @@
 // 1. hpc.add(hpc.matmul(A, W), b) with W 2-D and b a vector over the output
 //    features becomes one hpc.gemm with C = b, between reshapes (views) that
 //    flatten A's leading dimensions and restore them.
-// 2. An activation (hpc.relu, hpc.gelu, hpc.sigmoid, hpc.tanh, hpc.silu) of
+// 2. hpc.add(hpc.conv(x, w, b), r) without broadcast becomes the conv with
+//    `residual` r (oneDNN's binary post-op; a ResNet block's shortcut).
+// 3. An activation (hpc.relu, hpc.gelu, hpc.sigmoid, hpc.tanh, hpc.silu) of
 //    an hpc.gemm or hpc.conv, directly or through one hpc.reshape, becomes
 //    the product's `activation`.
 //
-// Both look through the cast back to f32 that hpc-autocast puts after a bf16
+// 1 and 3 look through the cast back to f32 that hpc-autocast puts after a bf16
 // product: add(cast_f32(matmul_bf16), b) becomes cast_f32(gemm_bf16) with
 // the bias read as bf16 (the kernel adds it in f32 and rounds once, as
 // PyTorch's autocast linear layer with its bf16 bias), and act(cast_f32(p))
@@ -296,6 +298,31 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   return true;
 }
 
+/// add(conv(x, w, b), r) or add(r, conv(...)), no broadcast, the conv's
+/// result read only by the add, no activation or residual yet ->
+/// conv(x, w, b) residual(r) in the add's place. The add's own position is
+/// where r and every conv operand are defined, so the conv moves there.
+bool fuseResidual(hpc::AddOp add) {
+  Type type = add.getType();
+  if (add.getLhs().getType() != type || add.getRhs().getType() != type)
+    return false;
+  for (unsigned i : {0u, 1u}) {
+    Value product = add->getOperand(i), residual = add->getOperand(1 - i);
+    auto conv = product.getDefiningOp<hpc::ConvOp>();
+    if (!conv || !product.hasOneUse() || conv.getActivation() != "none" ||
+        conv.getResidual() || product == residual)
+      continue;
+    conv->moveBefore(add);
+    conv.getResidualMutable().assign(residual);
+    Builder b(add.getContext());
+    conv->setLoc(b.getFusedLoc({conv->getLoc(), add->getLoc()}));
+    add.getResult().replaceAllUsesWith(product);
+    add.erase();
+    return true;
+  }
+  return false;
+}
+
 /// The gemm or conv with no activation yet whose result `v` is, directly or
 /// through at most one hpc.reshape and one cast back from bf16 (in either
 /// order), each value on the way read only by the next op; null otherwise.
@@ -362,7 +389,13 @@ struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
         }
       }
       bf16.eraseUnread();
-      // After the bias adds, so act(add(matmul)) becomes one gemm.
+      SmallVector<hpc::AddOp> residualAdds;
+      func.walk([&](hpc::AddOp add) { residualAdds.push_back(add); });
+      for (hpc::AddOp add : residualAdds)
+        if (fuseResidual(add))
+          ++numResiduals;
+      // After the bias and residual adds, so act(add(matmul)) becomes one
+      // gemm and relu(add(conv, r)) one conv.
       SmallVector<std::pair<Operation *, StringRef>> acts;
       func.walk([&](Operation *op) {
         if (std::optional<StringRef> activation = hpc::epilogueActivationOf(op))

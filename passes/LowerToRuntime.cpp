@@ -66,6 +66,8 @@ FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
     Attribute a = attrs.get(name);
     if (isDist && name == "compression")
       continue; // compression is applied by the compiler, not encoded
+    if (name == "operandSegmentSizes")
+      continue; // the operand ids keep every optional operand's place
     if (isDist && name == "axes") {
       auto axes = cast<ArrayAttr>(a);
       out.ints.push_back(axes.size());
@@ -127,10 +129,16 @@ SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
   for (Value r : op->getResults())
     ids.push_back(plan.tensorIds.lookup(r));
   // Ops with optional operands (gemm, conv, conv_transpose, layer_norm,
-  // sgd_update) keep
-  // a fixed operand count: the missing trailing operand is -1.
+  // sgd_update) keep a fixed operand count: a missing operand is -1.
+  if (auto conv = dyn_cast<hpc::ConvOp>(op)) {
+    // Two optional operands: each keeps its place.
+    ids.push_back(4);
+    for (Value v : {conv.getInput(), conv.getWeight(), conv.getBias(), conv.getResidual()})
+      ids.push_back(v ? plan.tensorIds.lookup(v) : -1);
+    return ids;
+  }
   int32_t expected = op->getNumOperands();
-  if (isa<hpc::GemmOp, hpc::ConvOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
+  if (isa<hpc::GemmOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
     expected = 3;
   if (isa<hpc::SGDUpdateOp>(op))
     expected = 4;

@@ -68,6 +68,14 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
       result type the matmul's, float and static types -> `hpc.gemm` of A
       reshaped to [prod(leading dims), K], W and b reshaped to [N], reshaped
       back to the matmul's shape (reshapes are views; none when A is 2-D).
+    - `hpc.add(hpc.conv(x, w, b), r)` (either operand order), both operands
+      and the result of one type (no broadcast), the conv's `activation`
+      "none" and no residual yet -> `hpc.conv(x, w, b) residual(r)`, moved
+      to where the add was (r may be computed after the conv, as a ResNet
+      block's downsampling convolution is): oneDNN adds r in the
+      convolution's epilogue (a binary post-op), so the residual add of a
+      ResNet block, and with the next rule its relu, cost no pass over
+      memory of their own.
     - `act(hpc.gemm)` or `act(hpc.conv)`, also `act(hpc.reshape(hpc.gemm))`
       and `act(hpc.reshape(hpc.conv))`, where act is `hpc.relu`,
       `hpc.gelu` (-> "gelu", or "gelu_tanh" for approximate "tanh"),
@@ -124,6 +132,7 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
     Statistic<"numWeightGradients", "weight-gradients",
               "Batch-summed matmuls of a transposed activation made gemms with trans_a">,
     Statistic<"numBiases", "biases", "Bias adds of a matmul fused into a gemm">,
+    Statistic<"numResiduals", "residuals", "Residual adds fused into a conv">,
     Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">
   ];
 }

@@ -28,8 +28,9 @@ namespace {
 /// The ops of `func` whose result 0 can be blocked: every op that may write
 /// it blocked, less those that break a rule, until none does (the greatest
 /// fixpoint). A value stays blocked when every user reads it blocked and a
-/// layout-propagating user (relu, add, max_pool) writes blocked too, and a
-/// propagating producer's operands are all blocked.
+/// user that reads it in its result's layout (relu, add, max_pool, a conv's
+/// residual) writes blocked too, and such operands of a producer are all
+/// blocked.
 llvm::SetVector<Operation *> blockedProducers(func::FuncOp func) {
   llvm::SetVector<Operation *> blocked;
   func.walk([&](Operation *op) {
@@ -41,14 +42,15 @@ llvm::SetVector<Operation *> blockedProducers(func::FuncOp func) {
     return def && blocked.contains(def) && v == def->getResult(0);
   };
   auto violates = [&](Operation *op) {
-    if (hpc::propagatesLayout(op) && !llvm::all_of(op->getOperands(), isBlocked))
-      return true;
+    for (OpOperand &use : op->getOpOperands())
+      if (hpc::readsInResultLayout(use) && !isBlocked(use.get()))
+        return true;
     if (isa<hpc::ConvOp>(op) && !hpc::convLayoutsFit(op, isBlocked(op->getOperand(0)), true))
       return true;
     for (OpOperand &use : op->getResult(0).getUses()) {
       Operation *user = use.getOwner();
       if (!hpc::mayReadBlocked(use) ||
-          (hpc::propagatesLayout(user) && !blocked.contains(user)) ||
+          (hpc::readsInResultLayout(use) && !blocked.contains(user)) ||
           (isa<hpc::ConvOp>(user) && !hpc::convLayoutsFit(user, true, blocked.contains(user))))
         return true;
     }

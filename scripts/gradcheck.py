@@ -391,7 +391,10 @@ def conv(x_shape, w_shape, strides, pads, dilations, group=1, bias=True):
             conv_out(x_shape[2 + i], w_shape[2 + i], strides[i], pads[i], pads[spatial + i],
                      dilations[i]) for i in range(spatial)]
         attrs = {"strides": i64s(strides), "pads": i64s(pads), "dilations": i64s(dilations),
-                 "group": i64(group)}
+                 "group": i64(group),
+                 # input, weight, bias, residual (none: the autodiff runs
+                 # before hpc-fuse-epilogues puts one there)
+                 "operandSegmentSizes": "array<i32: 1, 1, %d, 0>" % int(bias)}
         return [g.op("conv", operands, attrs, out=out)]
     return build
 

@@ -314,6 +314,9 @@ Value channelSum(GraphBuilder &g, Value dy) {
 LogicalResult gradConv(ConvOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
   if (failed(refuseActivation(op, op.getActivation())))
     return failure();
+  if (op.getResidual())
+    return op.emitOpError("has no gradient with a residual (differentiate before "
+                          "hpc-fuse-epilogues)");
   Value x = op.getInput(), w = op.getWeight();
   ArrayRef<int64_t> xs = shapeOf(x), ys = shapeOf(dy[0]), ws = shapeOf(w);
   ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dil = op.getDilations();
@@ -352,6 +355,7 @@ LogicalResult gradConvTranspose(ConvTransposeOp op, GraphBuilder &g, ArrayRef<Va
   };
   SmallVector<NamedAttribute> convAttrs = window(g.i64("group", op.getGroup()));
   convAttrs.pop_back();
+  convAttrs.push_back(convOperandSegments(g.builder(), false, false));
   dxs[0] = g.op<ConvOp>({dy[0], w}, convAttrs);
   dxs[1] = g.op<ConvWeightGradOp>({dy[0], x},
                                   window(g.i64s("kernel_shape", shapeOf(w).drop_front(2))));

@@ -452,6 +452,11 @@ std::optional<StringRef> hpc::epilogueActivationOf(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+NamedAttribute hpc::convOperandSegments(OpBuilder &b, bool bias, bool residual) {
+  return b.getNamedAttr("operandSegmentSizes",
+                        b.getDenseI32ArrayAttr({1, 1, bias ? 1 : 0, residual ? 1 : 0}));
+}
+
 /// The check of gemm's and conv's `activation`.
 static LogicalResult verifyActivation(Operation *op, StringRef activation) {
   if (llvm::is_contained(hpc::epilogueActivations(), activation))
@@ -527,7 +532,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return push(inferred, shape, input->getElementType());
 }
 
-LogicalResult ConvOp::verify() { return verifyActivation(*this, getActivation()); }
+LogicalResult ConvOp::verify() {
+  if (Value r = getResidual(); r && r.getType() != getType())
+    return emitOpError("residual has type ")
+           << r.getType() << " but the result is " << getType();
+  return verifyActivation(*this, getActivation());
+}
 
 LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,

@@ -9,6 +9,7 @@
 #define HPC_DIALECT_HPC_HPCOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
@@ -120,6 +121,11 @@ llvm::ArrayRef<llvm::StringRef> epilogueActivations();
 /// (hpc.relu -> "relu", hpc.gelu approximate "tanh" -> "gelu_tanh", ...);
 /// std::nullopt for any other op.
 std::optional<llvm::StringRef> epilogueActivationOf(mlir::Operation *op);
+
+/// hpc.conv's operand segment sizes (input, weight, bias, residual) for ops
+/// built from a generic operand list and attributes (the importer, the
+/// gradient builder).
+mlir::NamedAttribute convOperandSegments(mlir::OpBuilder &b, bool bias, bool residual);
 
 /// The operands a state update (hpc.sgd_update, hpc.adamw_update,
 /// hpc.assign) writes in place: its parameter and buffers; empty for every

@@ -326,24 +326,37 @@ def HPC_GemmOp : HPC_InferOp<"gemm"> {
   let assemblyFormat = "$a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)";
 }
 
-def HPC_ConvOp : HPC_InferOp<"conv"> {
+def HPC_ConvOp : HPC_InferOp<"conv", [AttrSizedOperandSegments]> {
   let summary = "N-d convolution (NCHW), with groups, strides, dilations, pads";
   let description = [{
     `input` is [N, C, D1...], `weight` [M, C/group, K1...], the optional `bias`
     [M]. `pads` holds the begin pads of every spatial dimension, then the end
     pads (ONNX order); the importer resolves auto_pad into explicit pads.
-    `activation` is applied to convolution + bias, with the values of
+    The optional `residual` has the result's type and is added to
+    convolution + bias (hpc-fuse-epilogues puts a residual add there, so
+    that oneDNN adds it in the convolution's epilogue). `activation` is
+    applied last, to convolution + bias + residual, with the values of
     `hpc.gemm`'s.
+
+    ```mlir
+    %y = hpc.conv %x, %w, %b residual(%r) {activation = "relu", ...}
+        : (tensor<1x64x56x56xf32>, tensor<64x64x3x3xf32>, tensor<64xf32>,
+           tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
                    Optional<AnyRankedTensor>:$bias,
+                   Optional<AnyRankedTensor>:$residual,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations,
                    DefaultValuedAttr<I64Attr, "1">:$group,
                    DefaultValuedStrAttr<StrAttr, "none">:$activation);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
-  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? (`residual` `(` $residual^ `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 def HPC_ConvTransposeOp : HPC_InferOp<"conv_transpose"> {

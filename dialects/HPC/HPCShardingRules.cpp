@@ -227,8 +227,11 @@ ShardingRule GemmOp::getShardingRule() {
 /// reduction (when not grouped), spatial dimensions need halos.
 /// `activated`: an activation is fused, so input channels, a sum, are not
 /// split either.
+/// `activated`: the kernel applies something after the sum over input
+/// channels (an activation, a residual add), so that sum cannot stay partial.
 static ShardingRule convRule(Operation *op, Value input, Value weight, Value bias,
-                             int64_t group, bool transposed, bool activated = false) {
+                             int64_t group, bool transposed, bool activated = false,
+                             Value residual = {}) {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(input), w = shapeOf(weight),
                     out = shapeOf(op->getResult(0));
@@ -253,13 +256,15 @@ static ShardingRule convRule(Operation *op, Value input, Value weight, Value bia
     rule.operandDims.push_back({mf});
   SmallVector<int64_t> res{nf, mf};
   res.append(spatial);
+  if (residual)
+    rule.operandDims.push_back(res);
   rule.resultDims = {res};
   return rule;
 }
 
 ShardingRule ConvOp::getShardingRule() {
   return convRule(*this, getInput(), getWeight(), getBias(), getGroup(), false,
-                  getActivation() != "none");
+                  getActivation() != "none" || getResidual(), getResidual());
 }
 
 ShardingRule ConvTransposeOp::getShardingRule() {

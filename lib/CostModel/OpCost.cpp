@@ -46,7 +46,7 @@ int64_t hpc::estimateFlops(Operation *op) {
       .Case([&](hpc::ConvOp c) {
         auto w = cast<RankedTensorType>(c.getWeight().getType());
         int64_t perOutput = w.getNumElements() / w.getDimSize(0);
-        return 2 * out * perOutput + (c.getBias() ? out : 0) +
+        return 2 * out * perOutput + (c.getBias() ? out : 0) + (c.getResidual() ? out : 0) +
                activationFlops(c.getActivation(), out);
       })
       .Case([&](hpc::ConvTransposeOp c) {

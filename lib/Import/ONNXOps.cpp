@@ -344,7 +344,9 @@ LogicalResult conv(Importer &im) {
                         operands, {im.i64Array("strides", w.strides),
                                    im.i64Array("pads", w.pads),
                                    im.i64Array("dilations", w.dilations),
-                                   im.i64("group", im.attrInt("group", 1))}));
+                                   im.i64("group", im.attrInt("group", 1)),
+                                   hpc::convOperandSegments(im.builder(), bias != nullptr,
+                                                            false)}));
 }
 
 LogicalResult convTranspose(Importer &im) {

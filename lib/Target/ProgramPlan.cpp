@@ -105,6 +105,18 @@ bool hpc::propagatesLayout(Operation *op) {
   return isa<hpc::ReluOp, hpc::AddOp, hpc::MaxPoolOp>(op);
 }
 
+/// Whether `use` is hpc.conv's residual operand (the last one, when present:
+/// the input may be the same value).
+static bool isConvResidual(OpOperand &use) {
+  auto conv = dyn_cast<hpc::ConvOp>(use.getOwner());
+  return conv && conv.getResidual() &&
+         use.getOperandNumber() == conv->getNumOperands() - 1;
+}
+
+bool hpc::readsInResultLayout(OpOperand &use) {
+  return propagatesLayout(use.getOwner()) || isConvResidual(use);
+}
+
 bool hpc::convLayoutsFit(Operation *conv, bool inputBlocked, bool resultBlocked) {
   if (inputBlocked == resultBlocked)
     return true;
@@ -132,7 +144,7 @@ bool hpc::mayReadBlocked(OpOperand &use) {
   if (!isBlockableType(use.get().getType()))
     return false;
   if (isa<hpc::ConvOp>(op))
-    return use.getOperandNumber() == 0;
+    return use.getOperandNumber() == 0 || isConvResidual(use);
   if (isa<hpc::ReluOp, hpc::GlobalAvgPoolOp>(op))
     return true;
   if (isa<hpc::AddOp, hpc::MaxPoolOp>(op))
@@ -162,12 +174,13 @@ static LogicalResult checkLayouts(Block &body, const hpc::ProgramPlan &plan) {
       return op.emitOpError("cannot read its input and write its result in these layouts "
                             "(oneDNN has no direct convolution for the mix)"),
              failure();
-    if (hpc::propagatesLayout(&op))
-      for (Value v : op.getOperands())
-        if (blocked(v) != blocked(op.getResult(0)))
-          return op.emitOpError("must read and write one layout (its operands and "
-                                "result all blocked or all plain)"),
-                 failure();
+    for (OpOperand &use : op.getOpOperands())
+      if (hpc::readsInResultLayout(use) && blocked(use.get()) != blocked(op.getResult(0)))
+        return op.emitOpError(hpc::propagatesLayout(&op)
+                                  ? "must read and write one layout (its operands and "
+                                    "result all blocked or all plain)"
+                                  : "must read its residual in its result's layout"),
+               failure();
   }
   return success();
 }

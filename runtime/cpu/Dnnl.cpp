@@ -123,7 +123,8 @@ void noteWidened(OpCall &c, int dtype) {
                       "numerics at f32 speed or slower");
 }
 
-Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias) {
+Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias,
+                 const dn::memory::desc *postOpSrc) {
   if (!pd)
     return {};
   Made m{pd, std::move(prim), {}};
@@ -132,6 +133,8 @@ Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bia
             {DNNL_ARG_DST, pd.dst_desc()}};
   if (bias)
     m.args.push_back({DNNL_ARG_BIAS, pd.query_md(dn::query::weights_md, 1)});
+  if (postOpSrc)
+    m.args.push_back({kPostOpSrcArg, *postOpSrc});
   return m;
 }
 
@@ -165,12 +168,21 @@ void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const
 }
 
 void Primitive::executeProduct(Context &ctx, const void *src, const void *weights,
-                               const void *bias, void *dst) {
-  if (bias)
+                               const void *bias, void *dst, const void *postOpSrc) {
+  std::pair<int, const void *> src1{kPostOpSrcArg, postOpSrc};
+  if (bias && postOpSrc)
+    execute(ctx, {{DNNL_ARG_SRC, src},
+                  {DNNL_ARG_WEIGHTS, weights},
+                  {DNNL_ARG_BIAS, bias},
+                  {DNNL_ARG_DST, dst},
+                  src1});
+  else if (bias)
     execute(ctx, {{DNNL_ARG_SRC, src},
                   {DNNL_ARG_WEIGHTS, weights},
                   {DNNL_ARG_BIAS, bias},
                   {DNNL_ARG_DST, dst}});
+  else if (postOpSrc)
+    execute(ctx, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}, src1});
   else
     execute(ctx, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
 }

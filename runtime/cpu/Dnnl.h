@@ -103,9 +103,11 @@ struct Primitive : KernelState {
   /// scratchpad.
   void execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data);
   /// execute() of a product (matmul, convolution, deconvolution): source,
-  /// weights, the bias when there is one (null: none), destination.
+  /// weights, the bias when there is one (null: none), destination, and the
+  /// second source of a binary post-op 0 when there is one (a conv's
+  /// residual; null: none).
   void executeProduct(Context &ctx, const void *src, const void *weights, const void *bias,
-                      void *dst);
+                      void *dst, const void *postOpSrc = nullptr);
 };
 
 /// What primitiveFor's `make` fills in: the primitive descriptor (empty
@@ -116,10 +118,16 @@ struct Made {
   std::vector<std::pair<int, dn::memory::desc>> args;
 };
 
+/// The argument of a product's post-op 0 when that is a binary op (a conv's
+/// residual add).
+constexpr int kPostOpSrcArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+
 /// The Made of a product primitive (matmul, convolution, deconvolution):
-/// source, weights, destination and, with `bias`, the bias; empty when `pd`
-/// is (no implementation).
-Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias);
+/// source, weights, destination and, with `bias`, the bias, and with
+/// `postOpSrc` that descriptor as kPostOpSrcArg; empty when `pd` is (no
+/// implementation).
+Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias,
+                 const dn::memory::desc *postOpSrc = nullptr);
 
 /// The op's primitive for `key`: made by make() (returning Made) when the op
 /// has none yet or has one for another key (a test reusing an op number).

@@ -174,6 +174,10 @@ void fromFloats(const float *src, Tensor &t);
 /// paths fuse it as a post-op).
 void applyActivation(OpCall &producer, Tensor &y, const std::string &activation);
 
+/// y += residual in place, with the add kernel (the own-code path of a conv
+/// with a fused residual; oneDNN adds it as a binary post-op).
+void addResidual(OpCall &producer, Tensor &y, Tensor &residual);
+
 /// Number of threads worth using for `work` elementary operations.
 inline bool parallelWorth(int64_t work) { return work >= 32768; }
 

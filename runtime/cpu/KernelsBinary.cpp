@@ -117,6 +117,15 @@ HPCRT_KERNEL(add) {
   binary<kNum, false, decltype(op), kVecAdd>(c, "add", op);
 }
 
+namespace hpcrt {
+void addResidual(OpCall &producer, Tensor &y, Tensor &residual) {
+  // Elementwise over one shape and layout: y[i] + r[i] may land in y[i].
+  OpCall c{producer.ctx, producer.op, producer.mnemonic, {&y}, {&y, &residual},
+           nullptr, nullptr, nullptr};
+  add_kernel(c);
+}
+} // namespace hpcrt
+
 HPCRT_KERNEL(sub) {
   auto op = [](auto x, auto y) {
     using C = decltype(x);

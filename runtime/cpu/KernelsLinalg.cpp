@@ -860,10 +860,11 @@ const void *filterData(onednn::Primitive &p, const onednn::ConvShape &s, dt type
 }
 
 /// conv (transposed: conv_transpose as oneDNN's deconvolution) with the
-/// bias and the activation fused. False: the own path runs.
-bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias, Tensor &y,
-                const ConvGeom &g, int64_t group, const std::string &activation,
-                bool transposed) {
+/// bias, the residual (a binary add post-op, read in the result's layout)
+/// and the activation fused. False: the own path runs.
+bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
+                const Tensor *residual, Tensor &y, const ConvGeom &g, int64_t group,
+                const std::string &activation, bool transposed) {
   dt type = productType(y.dtype);
   if (type == dt::undef || x.numel == 0 || y.numel == 0 || w.dtype != y.dtype ||
       (bias && bias->dtype != y.dtype))
@@ -874,7 +875,8 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   bool constant = w.region == Region::Weights;
   std::string key = std::string(transposed ? "deconv " : "conv ") + onednn::keyOf(x) +
                     onednn::keyOf(w) + (bias ? onednn::keyOf(*bias) : "-") +
-                    onednn::keyOf(y) + activation + geomKey(s, group) +
+                    onednn::keyOf(y) + (residual ? " residual " : " ") + activation +
+                    geomKey(s, group) +
                     (constant ? " const" : "") + (x.blocked ? " xb" : "") +
                     (y.blocked ? " yb" : "");
   // Multiply-adds: every output element of a conv (every input element of
@@ -887,8 +889,12 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
     dn::memory::desc wm = filterDesc(s, type, constant), bm = onednn::plain(s.bias, type);
     dn::primitive_attr attr = onednn::baseAttr();
     dn::post_ops ops;
+    // The residual is post-op 0 (onednn::kPostOpSrcArg), in dst's layout.
+    if (residual)
+      ops.append_binary(dn::algorithm::binary_add, dst);
     onednn::appendActivation(ops, activation);
     attr.set_post_ops(ops);
+    const dn::memory::desc *src1 = residual ? &dst : nullptr;
     auto fwd = dn::prop_kind::forward_inference;
     if (transposed) {
       auto alg = dn::algorithm::deconvolution_direct;
@@ -898,7 +904,7 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
                                                       s.dilation, s.padL, s.padR);
       dn::deconvolution_forward::primitive_desc pd(d, attr, onednn::engine(), true);
       return onednn::productMade(
-          pd, pd ? dn::primitive(dn::deconvolution_forward(pd)) : dn::primitive(), bias);
+          pd, pd ? dn::primitive(dn::deconvolution_forward(pd)) : dn::primitive(), bias, src1);
     }
     auto alg = dn::algorithm::convolution_direct;
     auto d = bias ? dn::convolution_forward::desc(fwd, alg, src, wm, bm, dst, s.strides,
@@ -907,7 +913,7 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
                                                   s.padL, s.padR);
     dn::convolution_forward::primitive_desc pd(d, attr, onednn::engine(), true);
     return onednn::productMade(
-        pd, pd ? dn::primitive(dn::convolution_forward(pd)) : dn::primitive(), bias);
+        pd, pd ? dn::primitive(dn::convolution_forward(pd)) : dn::primitive(), bias, src1);
   });
   if (!p.available) {
     onednn::noteWidened(c, y.dtype);
@@ -916,7 +922,8 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   const void *wdata = filterData(p, s, type, w, constant);
   if (c.setup)
     return true;
-  p.executeProduct(c.ctx, x.data, wdata, bias ? bias->data : nullptr, y.data);
+  p.executeProduct(c.ctx, x.data, wdata, bias ? bias->data : nullptr, y.data,
+                   residual ? residual->data : nullptr);
   return true;
 }
 
@@ -1088,7 +1095,7 @@ void directConv(const float *X, const float *W, const float *bias, float *Y, int
 } // namespace
 
 HPCRT_STATEFUL_KERNEL(conv) {
-  c.expect(1, 3);
+  c.expect(1, 4);
   std::string activation = c.s();
   if (!onednn::knownActivation(activation))
     fail("conv: unknown activation '" + activation + "'");
@@ -1096,10 +1103,17 @@ HPCRT_STATEFUL_KERNEL(conv) {
   int64_t group = c.i();
   std::vector<int64_t> pads = c.ivec(), strides = c.ivec();
   Tensor &x = c.in(0), &w = c.in(1), &y = c.out();
-  Tensor *bias = c.opt(2);
+  Tensor *bias = c.opt(2), *residual = c.opt(3);
   ConvGeom g = convGeom(x, w, y, strides, pads, dilations);
   if (g.r > 8)
     fail("conv: more than 8 spatial dimensions");
+  if (residual) {
+    checkShape(*residual, y.shape, "conv: residual");
+    checkSameDtype(*residual, y, "conv: residual");
+    checkSameLayout({residual, &y}, "conv: residual and result");
+    if (residual->data == y.data)
+      fail("conv: the residual must not share the result's storage");
+  }
   int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0];
   if (group < 1 || C % group || M % group || w.shape[1] != C / group)
     fail("conv: " + std::to_string(C) + " input channels, weight " + shapeString(w.shape) +
@@ -1129,7 +1143,7 @@ HPCRT_STATEFUL_KERNEL(conv) {
   bool smallDirect = !x.blocked && !y.blocked && y.dtype == HPCRT_F32 && simdLevel() > 0 &&
                      (pointwise || g.stride[g.r - 1] == 1) &&
                      2.0 * static_cast<double>(y.numel) * static_cast<double>(w.numel / M) < 5e6;
-  if (!smallDirect && convOnednn(c, x, w, bias, y, g, group, activation, false))
+  if (!smallDirect && convOnednn(c, x, w, bias, residual, y, g, group, activation, false))
     return;
   if (x.blocked || y.blocked)
     fail("conv: oneDNN has no convolution for this blocked-layout case");
@@ -1178,6 +1192,8 @@ HPCRT_STATEFUL_KERNEL(conv) {
       });
     }
   });
+  if (residual)
+    addResidual(c, y, *residual);
   applyActivation(c, y, activation);
 }
 
@@ -1210,7 +1226,7 @@ HPCRT_STATEFUL_KERNEL(conv_transpose) {
          std::to_string(M));
   if (g.r > 8)
     fail("conv_transpose: more than 8 spatial dimensions");
-  if (convOnednn(c, x, w, bias, y, g, group, "none", true) || c.setup)
+  if (convOnednn(c, x, w, bias, nullptr, y, g, group, "none", true) || c.setup)
     return;
   inFloatType("conv_transpose", {&x, &w, bias}, y, [&](auto tag, auto &ptrs, void *out) {
     using T = typename decltype(tag)::type;

@@ -28,8 +28,9 @@
  *   op      index of this op in the manifest's "ops" list (trace, errors).
  *   ids     [n_results, result ids..., n_operands, operand ids...]: tensor
  *           ids in the manifest's "tensors" table, in the op's ODS order.
- *           An absent optional operand (gemm c, conv bias, layer_norm bias)
- *           is -1 at its position, so n_operands is fixed per op.
+ *           An absent optional operand (gemm c, conv bias and residual,
+ *           layer_norm bias) is -1 at its position, so n_operands is fixed
+ *           per op (conv: input, weight, bias, residual).
  *   iattrs, fattrs, sattrs
  *           the op's attributes, defaults filled in, in ALPHABETICAL order of
  *           attribute name, each appended to the array of its kind:
@@ -48,7 +49,10 @@
  *           hpc.gemm and hpc.conv carry `activation` ("none", "relu",
  *           "gelu", "gelu_tanh", "sigmoid", "tanh", "silu"; set by the
  *           compiler's hpc-fuse-epilogues): the result is act(product +
- *           bias), one kernel call.
+ *           bias), one kernel call; a conv's residual (the result's shape,
+ *           dtype and layout) is added before the activation:
+ *           act(conv + bias + residual). operandSegmentSizes (which optional
+ *           operands an op has) is not encoded: the ids say it.
  *
  * Manifest (JSON in hpc_manifest)
  * -------------------------------

@@ -436,3 +436,50 @@ func.func @weight_gradient_not_matched(%x: tensor<2x3x4x16xf32>, %dy: tensor<2x3
   %s3 = hpc.reduce_sum %p3 {axes = array<i64: 0>} : (tensor<2x64x32xf32>) -> tensor<1x64x32xf32>
   return %s, %s3, %p3 : tensor<1x3x16x8xf32>, tensor<1x64x32xf32>, tensor<2x64x32xf32>
 }
+
+// A ResNet block's shortcut: relu(add(conv2, x)) is one conv with the
+// residual x and the relu in its epilogue.
+// CHECK-LABEL: func @conv_residual_relu
+// CHECK-SAME: (%[[X:.+]]: tensor<1x4x8x8xf32>, %[[W:.+]]: tensor<4x4x3x3xf32>, %[[B:.+]]: tensor<4xf32>)
+// CHECK-NEXT: %[[C:.+]] = hpc.conv %[[X]], %[[W]], %[[B]] residual(%[[X]]) {activation = "relu", {{.*}}} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>, tensor<4xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @conv_residual_relu(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>, %b: tensor<4xf32>) -> tensor<1x4x8x8xf32> {
+  %0 = hpc.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+  %1 = hpc.add %0, %x : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %2 = hpc.relu %1 : tensor<1x4x8x8xf32>
+  return %2 : tensor<1x4x8x8xf32>
+}
+
+// The residual computed after the conv (a downsampling shortcut): the conv
+// moves to the add's place, where both are defined; the conv on the add's
+// left is the one fused, the other one stays the residual.
+// CHECK-LABEL: func @conv_residual_defined_later
+// CHECK-NEXT: %[[D:.+]] = hpc.conv %{{.+}}, %{{.+}} {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>}
+// CHECK-NEXT: %[[C:.+]] = hpc.conv %{{.+}}, %{{.+}} residual(%[[D]]) {dilations
+// CHECK-NEXT: return %[[C]]
+func.func @conv_residual_defined_later(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>, %wd: tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32> {
+  %0 = hpc.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %1 = hpc.conv %x, %wd {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32>
+  %2 = hpc.add %0, %1 : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return %2 : tensor<1x4x8x8xf32>
+}
+
+// Not fused: a broadcast add (a per-channel bias is not a residual), an
+// activated conv (relu(conv) + r is not relu(conv + r)), a conv result that
+// another op reads too, and conv(x) + conv(x) of one value.
+// CHECK-LABEL: func @conv_residual_not_fused
+// CHECK-NOT: residual(
+// CHECK: return
+func.func @conv_residual_not_fused(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>, %c: tensor<1x4x1x1xf32>) -> (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) {
+  %0 = hpc.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %1 = hpc.add %0, %c : (tensor<1x4x8x8xf32>, tensor<1x4x1x1xf32>) -> tensor<1x4x8x8xf32>
+  %2 = hpc.conv %x, %w {activation = "relu", strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %3 = hpc.add %2, %x : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %4 = hpc.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %5 = hpc.add %4, %x : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %6 = hpc.sigmoid %4 : tensor<1x4x8x8xf32>
+  %7 = hpc.add %5, %6 : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %8 = hpc.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %9 = hpc.add %8, %8 : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  return %1, %3, %7, %9 : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>
+}

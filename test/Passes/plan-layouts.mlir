@@ -193,3 +193,33 @@ module attributes {hpc.train = {batch = 1 : i64, lr_schedule = {kind = "constant
     return %3 : tensor<1x16x1x1xf32>
   }
 }
+
+// -----
+
+// A fused residual block: the conv reads its residual in its result's
+// layout, so the stem's result (input and residual of the block's conv)
+// and the block's result are blocked together.
+// CHECK-LABEL: func @residual_block
+// CHECK-NEXT: %[[S:.+]] = hpc.conv {{.*}}hpc.blocked
+// CHECK-NEXT: %[[B:.+]] = hpc.conv %[[S]], %{{.+}} residual(%[[S]]) {{.*}}hpc.blocked
+// CHECK-NEXT: hpc.global_avg_pool %[[B]] :
+func.func @residual_block(%x: tensor<1x3x4x4xf32>, %w0: tensor<16x3x1x1xf32>, %w: tensor<16x16x3x3xf32>) -> tensor<1x16x1x1xf32> {
+  %0 = hpc.conv %x, %w0 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xf32>, tensor<16x3x1x1xf32>) -> tensor<1x16x4x4xf32>
+  %1 = hpc.conv %0, %w residual(%0) {activation = "relu", dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x16x4x4xf32>, tensor<16x16x3x3xf32>, tensor<1x16x4x4xf32>) -> tensor<1x16x4x4xf32>
+  %2 = hpc.global_avg_pool %1 : (tensor<1x16x4x4xf32>) -> tensor<1x16x1x1xf32>
+  return %2 : tensor<1x16x1x1xf32>
+}
+
+// -----
+
+// The residual is a graph input (plain): the conv that adds it writes plain
+// and then reads plain, so nothing before it is blocked either.
+// CHECK-LABEL: func @residual_plain_input
+// CHECK-NOT: hpc.blocked
+// CHECK: return
+func.func @residual_plain_input(%x: tensor<1x3x4x4xf32>, %r: tensor<1x16x4x4xf32>, %w0: tensor<16x3x1x1xf32>, %w: tensor<16x16x3x3xf32>) -> tensor<1x16x1x1xf32> {
+  %0 = hpc.conv %x, %w0 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xf32>, tensor<16x3x1x1xf32>) -> tensor<1x16x4x4xf32>
+  %1 = hpc.conv %0, %w residual(%r) {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x16x4x4xf32>, tensor<16x16x3x3xf32>, tensor<1x16x4x4xf32>) -> tensor<1x16x4x4xf32>
+  %2 = hpc.global_avg_pool %1 : (tensor<1x16x4x4xf32>) -> tensor<1x16x1x1xf32>
+  return %2 : tensor<1x16x1x1xf32>
+}

@@ -44,15 +44,31 @@ module {
 // -----
 
 // Attributes in alphabetical order with defaults filled in: conv has
-// dilations, group, pads, strides; the absent bias is operand id -1.
+// dilations, group, pads, strides (operandSegmentSizes is not encoded); the
+// absent bias and residual are operand ids -1.
 // CHECK-LABEL: module
 // CHECK: llvm.call @hpcrt_conv(
-// CHECK: dense<[1, 2, 3, 0, 1, -1]> : tensor<6xi32>
+// CHECK: dense<[1, 2, 4, 0, 1, -1, -1]> : tensor<7xi32>
 // CHECK: dense<[2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1]> : tensor<12xi64>
 module {
   func.func @main(%x: tensor<1x2x5x5xf32>) -> tensor<1x4x5x5xf32> {
     %w = hpc.weight "w" : tensor<4x2x1x1xf32> = dense<1.0>
     %0 = hpc.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x1x1xf32>) -> tensor<1x4x5x5xf32>
+    return %0 : tensor<1x4x5x5xf32>
+  }
+}
+
+// -----
+
+// A residual without a bias keeps both places: ids [1, y, 4, x, w, -1, r]
+// (tensors: 0 x, 1 r, 2 w, 3 y).
+// CHECK-LABEL: module
+// CHECK: llvm.call @hpcrt_conv(
+// CHECK: dense<[1, 3, 4, 0, 2, -1, 1]> : tensor<7xi32>
+module {
+  func.func @main(%x: tensor<1x2x5x5xf32>, %r: tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> {
+    %w = hpc.weight "w" : tensor<4x2x1x1xf32> = dense<1.0>
+    %0 = hpc.conv %x, %w residual(%r) {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x1x1xf32>, tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32>
     return %0 : tensor<1x4x5x5xf32>
   }
 }

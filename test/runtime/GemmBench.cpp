@@ -62,6 +62,7 @@ const Case kCases[] = {
     {"", 1, 256, 512, 2048, false},
     {"", 1, 1024, 512, 512, false},
     {"", 1, 64, 64, 64, false},
+    {"resnet18 fc A*W^T", 1, 1, 512, 1000, true},
 };
 
 double now() {

@@ -183,7 +183,7 @@ TEST(Conv, MatchesDirectConvolution) {
     std::vector<int64_t> ia = cat({{static_cast<int64_t>(c.dilations.size())}, c.dilations, {c.group},
                                    {static_cast<int64_t>(c.pads.size())}, c.pads,
                                    {static_cast<int64_t>(c.strides.size())}, c.strides});
-    auto got = run1({hpcrt_conv, {x, w, bias}, {{HPCRT_F32, convOut(c)}}, ia, {}, {"none"}});
+    auto got = run1({hpcrt_conv, {x, w, bias, std::nullopt}, {{HPCRT_F32, convOut(c)}}, ia, {}, {"none"}});
     expectNear(got, convRef(c, x, w, c.bias ? &b : nullptr), 1e-4, 1e-5);
   }
 }
@@ -192,10 +192,10 @@ TEST(Conv, DoubleAndHalf) {
   ConvCase c{{1, 2, 5, 5}, {2, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, false};
   std::vector<int64_t> ia = {2, 1, 1, 1, 4, 1, 1, 1, 1, 2, 1, 1};
   Val x = randomVal(HPCRT_F64, c.x, 7), w = randomVal(HPCRT_F64, c.w, 8);
-  expectNear(run1({hpcrt_conv, {x, w, std::nullopt}, {{HPCRT_F64, convOut(c)}}, ia, {}, {"none"}}),
+  expectNear(run1({hpcrt_conv, {x, w, std::nullopt, std::nullopt}, {{HPCRT_F64, convOut(c)}}, ia, {}, {"none"}}),
              convRef(c, x, w, nullptr), 1e-12, 1e-12);
   Val xh = val(HPCRT_F16, c.x, std::vector<double>(50, 0.5)), wh = val(HPCRT_F16, c.w, std::vector<double>(36, 0.25));
-  auto got = run1({hpcrt_conv, {xh, wh, std::nullopt}, {{HPCRT_F16, convOut(c)}}, ia, {}, {"none"}});
+  auto got = run1({hpcrt_conv, {xh, wh, std::nullopt, std::nullopt}, {{HPCRT_F16, convOut(c)}}, ia, {}, {"none"}});
   expectNear(got, convRef(c, xh, wh, nullptr), 1e-3, 1e-3);
 }
 
@@ -256,7 +256,7 @@ TEST(ConvTranspose, MatchesScatterReference) {
 
 TEST(Conv, WrongResultShapeIsAnError) {
   Result r = run({hpcrt_conv, {randomVal(HPCRT_F32, {1, 1, 4, 4}, 1), randomVal(HPCRT_F32, {1, 1, 3, 3}, 2),
-                               std::nullopt},
+                               std::nullopt, std::nullopt},
                   {{HPCRT_F32, {1, 1, 4, 4}}},
                   {2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1}, {}, {"none"}});
   EXPECT_NE(r.error.find("should be 2"), std::string::npos) << r.error;
@@ -301,16 +301,58 @@ TEST(Gemm, FusedActivations) {
   EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos) << r.error;
 }
 
+TEST(Conv, FusedResidualAndRelu) {
+  // relu(conv + bias + r) in one call equals the conv, then the add, then
+  // the relu: a small conv (the own kernels, below 5 MFLOP) and one above
+  // (oneDNN's binary post-op), with and without a bias.
+  struct Case {
+    std::vector<int64_t> x, w;
+    bool bias;
+  };
+  for (const Case &k : {Case{{1, 4, 5, 5}, {6, 4, 3, 3}, true},
+                        Case{{1, 16, 24, 24}, {16, 16, 3, 3}, true},
+                        Case{{2, 16, 24, 24}, {16, 16, 3, 3}, false}}) {
+    std::vector<int64_t> ys = {k.x[0], k.w[0], k.x[2], k.x[3]};
+    Val x = randomVal(HPCRT_F32, k.x, 50), w = randomVal(HPCRT_F32, k.w, 51);
+    Val r = randomVal(HPCRT_F32, ys, 52);
+    std::optional<Val> b;
+    if (k.bias)
+      b = randomVal(HPCRT_F32, {k.w[0]}, 53);
+    std::vector<int64_t> ia = {2, 1, 1, 1, 4, 1, 1, 1, 1, 2, 1, 1};
+    auto conv = run1({hpcrt_conv, {x, w, b, std::nullopt}, {{HPCRT_F32, ys}}, ia, {}, {"none"}});
+    std::vector<double> sum, want;
+    for (size_t i = 0; i < conv.size(); ++i) {
+      sum.push_back(conv[i] + r.v[i]);
+      want.push_back(std::max(0.0, sum.back()));
+    }
+    expectNear(run1({hpcrt_conv, {x, w, b, r}, {{HPCRT_F32, ys}}, ia, {}, {"none"}}), sum,
+               1e-5, 1e-5);
+    expectNear(run1({hpcrt_conv, {x, w, b, r}, {{HPCRT_F32, ys}}, ia, {}, {"relu"}}), want,
+               1e-5, 1e-5);
+  }
+}
+
+TEST(Conv, ResidualOfAnotherShapeIsAnError) {
+  Result res = run({hpcrt_conv,
+                    {randomVal(HPCRT_F32, {1, 1, 4, 4}, 1), randomVal(HPCRT_F32, {1, 1, 3, 3}, 2),
+                     std::nullopt, randomVal(HPCRT_F32, {1, 1, 4, 4}, 3)},
+                    {{HPCRT_F32, {1, 1, 2, 2}}},
+                    {2, 1, 1, 1, 4, 0, 0, 0, 0, 2, 1, 1}, {}, {"none"}});
+  EXPECT_NE(res.error.find("conv: residual has shape [1, 1, 4, 4], expected [1, 1, 2, 2]"),
+            std::string::npos)
+      << res.error;
+}
+
 TEST(Conv, FusedRelu) {
   // x [1, 4, 5, 5], w [6, 2, 3, 3] (2 groups), pads 1, stride 1: y [1, 6, 5, 5].
   Val x = randomVal(HPCRT_F32, {1, 4, 5, 5}, 44), w = randomVal(HPCRT_F32, {6, 2, 3, 3}, 45);
   Val b = randomVal(HPCRT_F32, {6}, 46);
   // iattrs: dilations [1, 1], group, pads [1, 1, 1, 1], strides [1, 1].
   std::vector<int64_t> ia = {2, 1, 1, 2, 4, 1, 1, 1, 1, 2, 1, 1};
-  auto plainY = run1({hpcrt_conv, {x, w, b}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"none"}});
+  auto plainY = run1({hpcrt_conv, {x, w, b, std::nullopt}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"none"}});
   std::vector<double> want;
   for (double v : plainY)
     want.push_back(v < 0 ? 0 : v);
-  expectNear(run1({hpcrt_conv, {x, w, b}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"relu"}}), want,
+  expectNear(run1({hpcrt_conv, {x, w, b, std::nullopt}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"relu"}}), want,
              1e-6, 1e-6);
 }

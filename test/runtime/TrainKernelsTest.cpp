@@ -383,7 +383,7 @@ TEST(TrainConvWeightGrad, MatchesFiniteDifferencesOfConv) {
     Val x = randomVal(HPCRT_F64, c.x, seed++), dy = randomVal(HPCRT_F64, convOutShape(c), seed++);
     Val w = randomVal(HPCRT_F64, filterShape(c), seed++);
     auto loss = [&](const Val &wv) {
-      auto y = run1({hpcrt_conv, {x, wv, std::nullopt}, {{HPCRT_F64, convOutShape(c)}},
+      auto y = run1({hpcrt_conv, {x, wv, std::nullopt, std::nullopt}, {{HPCRT_F64, convOutShape(c)}},
                      convAttrs(c), {}, {"none"}});
       return dot(y, dy.v);
     };
@@ -836,7 +836,7 @@ TEST(TrainFloat64, ConvTransposeIsTheAdjointOfConv) {
                     cat({arr(c.dilations), {c.group}, arr(c.outPad), arr(c.pads), arr(c.strides)})});
     // conv iattrs: dilations, group, pads, strides; w is [C, M/group, K...]
     ASSERT_EQ(C % c.group, 0);
-    auto cv = run1({hpcrt_conv, {v, w, std::nullopt}, {{HPCRT_F64, c.dy}},
+    auto cv = run1({hpcrt_conv, {v, w, std::nullopt, std::nullopt}, {{HPCRT_F64, c.dy}},
                     cat({arr(c.dilations), {c.group}, arr(c.pads), arr(c.strides)}), {},
                     {"none"}});
     double lhs = dot(ct, v.v), rhs = dot(dy.v, cv);

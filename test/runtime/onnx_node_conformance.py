@@ -172,7 +172,7 @@ def translate(node, opset, ins, outs):
         if op == "Conv":
             a["activation"] = ("s", "none")
             a["pads"] = ("ia", window_pads(node, x.shape, kernel, strides, dil))
-            return "conv", a, [x, w, b], None
+            return "conv", a, [x, w, b, None], None
         outpad = list(attr(node, "output_padding", [0] * r))
         auto_pad = attr(node, "auto_pad", "NOTSET")
         pads = list(attr(node, "pads", [0] * (2 * r)))

@@ -133,14 +133,14 @@ TEST_F(HPCInferTest, GemmTransposesOperands) {
 
 TEST_F(HPCInferTest, ConvStridesAndPads) {
   auto op = ConvOp::create(builder, loc, value({1, 3, 32, 32}),
-                           value({16, 3, 3, 3}), Value(), I64s{2, 2},
+                           value({16, 3, 3, 3}), Value(), Value(), I64s{2, 2},
                            I64s{1, 1, 1, 1}, I64s{1, 1});
   EXPECT_EQ(str(op.getType()), "tensor<1x16x16x16xf32>");
 }
 
 TEST_F(HPCInferTest, ConvDilation) {
   auto op = ConvOp::create(builder, loc, value({1, 3, 32, 32}),
-                           value({16, 3, 3, 3}), Value(), I64s{1, 1},
+                           value({16, 3, 3, 3}), Value(), Value(), I64s{1, 1},
                            I64s{1, 1, 1, 1}, I64s{2, 2});
   // span (3-1)*2+1 = 5: 32 + 2 - 5 + 1 = 30.
   EXPECT_EQ(str(op.getType()), "tensor<1x16x30x30xf32>");
@@ -149,15 +149,26 @@ TEST_F(HPCInferTest, ConvDilation) {
 TEST_F(HPCInferTest, ConvAsymmetricPadsAndGroups) {
   // pads: begins (h=0, w=1), then ends (h=2, w=3).
   auto op = ConvOp::create(builder, loc, value({2, 8, 10, 10}),
-                           value({16, 2, 3, 3}), value({16}), I64s{1, 1},
+                           value({16, 2, 3, 3}), value({16}), Value(), I64s{1, 1},
                            I64s{0, 1, 2, 3}, I64s{1, 1}, /*group=*/4);
   EXPECT_EQ(str(op.getType()), "tensor<2x16x10x12xf32>");
   EXPECT_EQ(verifyErrors(op), "");
 }
 
+TEST_F(HPCInferTest, ConvResidualMustHaveTheResultType) {
+  auto ok = ConvOp::create(builder, loc, value({1, 3, 8, 8}), value({16, 3, 3, 3}), Value(),
+                           value({1, 16, 8, 8}), I64s{1, 1}, I64s{1, 1, 1, 1}, I64s{1, 1});
+  EXPECT_EQ(verifyErrors(ok), "");
+  auto bad = ConvOp::create(builder, loc, value({1, 3, 8, 8}), value({16, 3, 3, 3}),
+                            value({16}), value({1, 16, 4, 4}), I64s{1, 1}, I64s{1, 1, 1, 1},
+                            I64s{1, 1});
+  EXPECT_NE(verifyErrors(bad).find("residual has type"), std::string::npos)
+      << verifyErrors(bad);
+}
+
 TEST_F(HPCInferTest, Conv1D) {
   auto op = ConvOp::create(builder, loc, value({1, 4, 100}), value({8, 4, 5}),
-                           Value(), I64s{3}, I64s{0, 0}, I64s{1});
+                           Value(), Value(), I64s{3}, I64s{0, 0}, I64s{1});
   // (100 - 5) / 3 + 1 = 32.
   EXPECT_EQ(str(op.getType()), "tensor<1x8x32xf32>");
 }
@@ -165,7 +176,7 @@ TEST_F(HPCInferTest, Conv1D) {
 TEST_F(HPCInferTest, ConvRejectsChannelGroupMismatch) {
   auto op = ConvOp::create(builder, loc, tensor({1, 16, 8, 8}),
                            value({1, 6, 8, 8}), value({16, 2, 1, 1}), Value(),
-                           I64s{1, 1}, I64s{0, 0, 0, 0}, I64s{1, 1},
+                           Value(), I64s{1, 1}, I64s{0, 0, 0, 0}, I64s{1, 1},
                            /*group=*/2);
   EXPECT_NE(verifyErrors(op).find("input has 6 channels but weight expects 2 x group 2"),
             std::string::npos)

@@ -96,8 +96,8 @@ bool isBlockableType(mlir::Type type);
 /// must be blockable.
 bool mayWriteBlocked(mlir::Operation *op);
 
-/// Whether `use` may read a blocked tensor: hpc.conv's input (not its weight
-/// or bias), hpc.relu, hpc.add of two operands of the same type, hpc.max_pool
+/// Whether `use` may read a blocked tensor: hpc.conv's input and residual
+/// (not its weight or bias), hpc.relu, hpc.add of two operands of the same type, hpc.max_pool
 /// with all dilations 1, hpc.global_avg_pool (its result stays plain). The
 /// operand's type must be blockable.
 bool mayReadBlocked(mlir::OpOperand &use);
@@ -105,6 +105,12 @@ bool mayReadBlocked(mlir::OpOperand &use);
 /// Ops whose result is blocked exactly when their operands are (relu, add,
 /// max_pool): they read and write one layout.
 bool propagatesLayout(mlir::Operation *op);
+
+/// Whether `use` reads its tensor in the layout its op writes the result
+/// in: every operand of a layout-propagating op, and hpc.conv's residual
+/// (oneDNN adds it in the convolution's epilogue, element by element of the
+/// destination).
+bool readsInResultLayout(mlir::OpOperand &use);
 
 /// Whether a conv may read its input and write its result in these layouts:
 /// the same one, or a plain input of at most 4 channels (an image stem) into
