@@ -12,6 +12,7 @@
 #include "MpiComm.h"
 
 #include "PeerWait.h"
+#include "Reduce.h"
 
 #include "../core/Context.h"
 
@@ -153,6 +154,77 @@ const Group &MpiComm::group(const std::vector<int64_t> &axes) {
     g.commRank[j] = static_cast<int>(r);
   }
   return groups_[axes] = g;
+}
+
+Communicator &MpiComm::communicator(const std::vector<int64_t> &axes) {
+  std::unique_ptr<MpiGroupComm> &c = communicators_[axes];
+  if (!c)
+    c = std::make_unique<MpiGroupComm>(*this, group(axes));
+  return *c;
+}
+
+void MpiComm::sendTo(const void *data, size_t bytes, int peer, const Group &g) {
+  if (peer < 0 || peer >= g.size)
+    fail("send to group index " + std::to_string(peer) + " of a group of " +
+         std::to_string(g.size));
+  ++stats_.operations;
+  exchange("a send", data, bytes, g.commRank[peer], nullptr, 0, MPI_PROC_NULL, g.comm);
+}
+
+void MpiComm::recvFrom(void *data, size_t bytes, int peer, const Group &g) {
+  if (peer < 0 || peer >= g.size)
+    fail("receive from group index " + std::to_string(peer) + " of a group of " +
+         std::to_string(g.size));
+  ++stats_.operations;
+  exchange("a receive", nullptr, 0, MPI_PROC_NULL, data, bytes, g.commRank[peer], g.comm);
+}
+
+namespace {
+size_t bytesOf(size_t count, int dtype) {
+  size_t e = dtypeSize(dtype);
+  if (e == 0)
+    fail("unknown dtype " + std::to_string(dtype));
+  return count * e;
+}
+} // namespace
+
+void MpiGroupComm::allReduce(const void *send, void *recv, size_t count, int dtype,
+                             int64_t kind) {
+  Reducer red = makeReducer(dtype, kind);
+  if (send != recv && count)
+    memmove(recv, send, bytesOf(count, dtype));
+  mesh_.allReduce(recv, count, red, group_);
+}
+
+void MpiGroupComm::reduceScatter(const void *send, void *recv, size_t count, int dtype,
+                                 int64_t kind) {
+  mesh_.reduceScatter(send, recv, count, makeReducer(dtype, kind), group_);
+}
+
+void MpiGroupComm::allGather(const void *send, void *recv, size_t count, int dtype) {
+  mesh_.allGather(send, recv, bytesOf(count, dtype), group_);
+}
+
+void MpiGroupComm::allToAll(const void *send, void *recv, size_t count, int dtype) {
+  mesh_.allToAll(send, recv, bytesOf(count, dtype), group_);
+}
+
+void MpiGroupComm::broadcast(const void *send, void *recv, size_t count, int dtype, int root) {
+  if (root < 0 || root >= group_.size)
+    fail("broadcast root " + std::to_string(root) + " is not in the group of " +
+         std::to_string(group_.size));
+  size_t bytes = bytesOf(count, dtype);
+  if (send != recv && group_.index == root && bytes)
+    memmove(recv, send, bytes);
+  mesh_.broadcast(recv, bytes, root, group_);
+}
+
+void MpiGroupComm::send(const void *data, size_t count, int dtype, int peer) {
+  mesh_.sendTo(data, bytesOf(count, dtype), peer, group_);
+}
+
+void MpiGroupComm::recv(void *data, size_t count, int dtype, int peer) {
+  mesh_.recvFrom(data, bytesOf(count, dtype), peer, group_);
 }
 
 void *MpiComm::scratch(size_t bytes) {

@@ -13,6 +13,8 @@
 #ifndef HPCRT_COMM_MPICOMM_H
 #define HPCRT_COMM_MPICOMM_H
 
+#include "Communicator.h"
+
 #include <mpi.h>
 
 #include <cstddef>
@@ -64,6 +66,35 @@ struct CommStats {
   uint64_t operations = 0; ///< collectives, sends and receives with a peer
 };
 
+class MpiComm;
+
+/// The Communicator of one group over MPI: host buffers, the mesh's ring
+/// collectives (MpiComm's), reductions by Reduce.h's reducers. Made and
+/// owned by MpiComm::communicator().
+class MpiGroupComm final : public Communicator {
+public:
+  MpiGroupComm(MpiComm &mesh, const Group &group) : mesh_(mesh), group_(group) {}
+
+  const char *transport() const override { return "mpi"; }
+  int rank() const override { return group_.index; }
+  int size() const override { return group_.size; }
+  const Group &group() const { return group_; }
+
+  void allReduce(const void *send, void *recv, size_t count, int dtype, int64_t kind) override;
+  void reduceScatter(const void *send, void *recv, size_t count, int dtype,
+                     int64_t kind) override;
+  void allGather(const void *send, void *recv, size_t count, int dtype) override;
+  void allToAll(const void *send, void *recv, size_t count, int dtype) override;
+  void broadcast(const void *send, void *recv, size_t count, int dtype, int root) override;
+  void send(const void *data, size_t count, int dtype, int peer) override;
+  void recv(void *data, size_t count, int dtype, int peer) override;
+  void synchronize() override {}
+
+private:
+  MpiComm &mesh_;
+  const Group &group_;
+};
+
 class MpiComm {
 public:
   /// Builds the communicators of a mesh over `world` (collective over
@@ -83,6 +114,8 @@ public:
   /// The group of a collective over `axes` (mesh axis indices, in the
   /// listed order; no repeats). Throws hpcrt::Error for a bad list.
   const Group &group(const std::vector<int64_t> &axes);
+  /// The Communicator of that group (made once, owned here).
+  Communicator &communicator(const std::vector<int64_t> &axes);
 
   /// In-place ring all-reduce of `count` elements: a ring reduce-scatter
   /// then a ring all-gather over g chunks of the flattened data (chunk i
@@ -117,6 +150,10 @@ public:
   bool finishRecv(PendingRecv &pending);
   /// Waits for every buffered send (call before MPI_Finalize).
   void completeSends();
+  /// Point-to-point with group index `peer` of `g` (MpiGroupComm's send
+  /// and recv): returns when the bytes are sent / in.
+  void sendTo(const void *data, size_t bytes, int peer, const Group &g);
+  void recvFrom(void *data, size_t bytes, int peer, const Group &g);
 
   const CommStats &stats() const { return stats_; }
   void resetStats() { stats_ = CommStats(); }
@@ -130,6 +167,7 @@ private:
   /// Communicator of each non-empty subset of the axes (bit mask).
   std::map<unsigned, MPI_Comm> subsetComms_;
   std::map<std::vector<int64_t>, Group> groups_;
+  std::map<std::vector<int64_t>, std::unique_ptr<MpiGroupComm>> communicators_;
   std::vector<std::unique_ptr<char[]>> sendBuffers_;
   std::vector<MPI_Request> sendRequests_;
   std::vector<char> scratch_;

@@ -101,53 +101,53 @@ size_t elementBytes(int dtype) {
 } // namespace
 
 void NcclComm::allReduce(const void *send, void *recv, size_t count, int dtype,
-                         int64_t kind, cudaStream_t stream) {
-  checkNccl(ncclAllReduce(send, recv, count, ncclTypeOf(dtype), ncclOpOf(kind), comm_, stream),
+                         int64_t kind) {
+  checkNccl(ncclAllReduce(send, recv, count, ncclTypeOf(dtype), ncclOpOf(kind), comm_, stream_),
             "ncclAllReduce");
   payloadBytes_ += count * elementBytes(dtype);
 }
 
-void NcclComm::allGather(const void *send, void *recv, size_t count, int dtype,
-                         cudaStream_t stream) {
-  checkNccl(ncclAllGather(send, recv, count, ncclTypeOf(dtype), comm_, stream),
+void NcclComm::allGather(const void *send, void *recv, size_t count, int dtype) {
+  checkNccl(ncclAllGather(send, recv, count, ncclTypeOf(dtype), comm_, stream_),
             "ncclAllGather");
   payloadBytes_ += count * elementBytes(dtype);
 }
 
 void NcclComm::reduceScatter(const void *send, void *recv, size_t count, int dtype,
-                             int64_t kind, cudaStream_t stream) {
+                             int64_t kind) {
   checkNccl(ncclReduceScatter(send, recv, count, ncclTypeOf(dtype), ncclOpOf(kind), comm_,
-                              stream),
+                              stream_),
             "ncclReduceScatter");
   payloadBytes_ += count * size_ * elementBytes(dtype);
 }
 
-void NcclComm::allToAll(const void *send, void *recv, size_t count, int dtype,
-                        cudaStream_t stream) {
-  checkNccl(ncclAlltoAll(send, recv, count, ncclTypeOf(dtype), comm_, stream),
+void NcclComm::allToAll(const void *send, void *recv, size_t count, int dtype) {
+  checkNccl(ncclAlltoAll(send, recv, count, ncclTypeOf(dtype), comm_, stream_),
             "ncclAlltoAll");
   payloadBytes_ += count * size_ * elementBytes(dtype);
 }
 
-void NcclComm::broadcast(const void *send, void *recv, size_t count, int dtype, int root,
-                         cudaStream_t stream) {
+void NcclComm::broadcast(const void *send, void *recv, size_t count, int dtype, int root) {
   if (root < 0 || root >= size_)
     fail("broadcast root " + std::to_string(root) + " is not in the group of " +
          std::to_string(size_));
-  checkNccl(ncclBroadcast(send, recv, count, ncclTypeOf(dtype), root, comm_, stream),
+  checkNccl(ncclBroadcast(send, recv, count, ncclTypeOf(dtype), root, comm_, stream_),
             "ncclBroadcast");
   if (rank_ == root)
     payloadBytes_ += count * elementBytes(dtype);
 }
 
-void NcclComm::send(const void *data, size_t count, int dtype, int peer,
-                    cudaStream_t stream) {
-  checkNccl(ncclSend(data, count, ncclTypeOf(dtype), peer, comm_, stream), "ncclSend");
+void NcclComm::send(const void *data, size_t count, int dtype, int peer) {
+  checkNccl(ncclSend(data, count, ncclTypeOf(dtype), peer, comm_, stream_), "ncclSend");
   payloadBytes_ += count * elementBytes(dtype);
 }
 
-void NcclComm::recv(void *data, size_t count, int dtype, int peer, cudaStream_t stream) {
-  checkNccl(ncclRecv(data, count, ncclTypeOf(dtype), peer, comm_, stream), "ncclRecv");
+void NcclComm::recv(void *data, size_t count, int dtype, int peer) {
+  checkNccl(ncclRecv(data, count, ncclTypeOf(dtype), peer, comm_, stream_), "ncclRecv");
+}
+
+void NcclComm::synchronize() {
+  checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
 } // namespace comm

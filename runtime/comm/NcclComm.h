@@ -4,8 +4,10 @@
 // of a collective over some mesh axes, comm::Group), its ncclUniqueId made
 // on group index 0 and broadcast over the group's MPI communicator, NCCL
 // rank = group index, so the collectives order pieces as the CPU ones do
-// (hpcrt.h, "Collectives"). Buffers are device pointers; every call is
-// enqueued on the given stream and returns without waiting.
+// (hpcrt.h, "Collectives"). It is the Communicator (Communicator.h) of
+// device memory: buffers are device pointers; every call is enqueued on the
+// communicator's stream (setStream; the default stream until then) and
+// returns without waiting, synchronize() waits for them.
 //
 // Built into the separate static library hpcrt_nccl, and only where CMake
 // finds nccl.h and libnccl (with CUDA's runtime); libhpcrt does not need it.
@@ -41,7 +43,7 @@ void checkNccl(ncclResult_t rc, const char *what);
 /// Fails with CUDA's message when rc is not cudaSuccess.
 void checkCuda(cudaError_t rc, const char *what);
 
-class NcclComm {
+class NcclComm final : public Communicator {
 public:
   /// Collective over the group's MPI communicator: makes the NCCL
   /// communicator of the group on `device`.
@@ -50,29 +52,26 @@ public:
   NcclComm(const NcclComm &) = delete;
   NcclComm &operator=(const NcclComm &) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  const char *transport() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   int device() const { return device_; }
   ncclComm_t handle() const { return comm_; }
+  /// The stream the calls are enqueued on.
+  void setStream(cudaStream_t stream) { stream_ = stream; }
+  cudaStream_t stream() const { return stream_; }
 
-  /// `count` elements in and out (in place when send == recv).
-  void allReduce(const void *send, void *recv, size_t count, int dtype, int64_t kind,
-                 cudaStream_t stream);
-  /// `count` elements in; g * count out, piece j from member j.
-  void allGather(const void *send, void *recv, size_t count, int dtype,
-                 cudaStream_t stream);
-  /// g * count elements in (block j for member j); `count` out.
-  void reduceScatter(const void *send, void *recv, size_t count, int dtype, int64_t kind,
-                     cudaStream_t stream);
-  /// g pieces of `count` elements in (piece j to member j) and out (piece j
-  /// from member j).
-  void allToAll(const void *send, void *recv, size_t count, int dtype, cudaStream_t stream);
-  /// `count` elements from group index `root` to every member.
-  void broadcast(const void *send, void *recv, size_t count, int dtype, int root,
-                 cudaStream_t stream);
-  /// Point-to-point with group index `peer`.
-  void send(const void *data, size_t count, int dtype, int peer, cudaStream_t stream);
-  void recv(void *data, size_t count, int dtype, int peer, cudaStream_t stream);
+  // Communicator.h's collectives, as NCCL's (ncclAlltoAll for allToAll).
+  void allReduce(const void *send, void *recv, size_t count, int dtype, int64_t kind) override;
+  void allGather(const void *send, void *recv, size_t count, int dtype) override;
+  void reduceScatter(const void *send, void *recv, size_t count, int dtype,
+                     int64_t kind) override;
+  void allToAll(const void *send, void *recv, size_t count, int dtype) override;
+  void broadcast(const void *send, void *recv, size_t count, int dtype, int root) override;
+  void send(const void *data, size_t count, int dtype, int peer) override;
+  void recv(void *data, size_t count, int dtype, int peer) override;
+  /// cudaStreamSynchronize of the stream.
+  void synchronize() override;
 
   /// Bytes this rank handed to NCCL calls as payload (send buffers; NCCL's
   /// own algorithm decides what goes on the wire).
@@ -80,6 +79,7 @@ public:
 
 private:
   ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   int rank_ = 0, size_ = 1, device_ = 0;
   uint64_t payloadBytes_ = 0;
 };

@@ -4,8 +4,10 @@
 // hpcrt_all_to_all, hpcrt_broadcast, hpcrt_all_slice, hpcrt_send and
 // hpcrt_recv: check the shapes against the group size, bring the pieces
 // along the split dimension together (a piece of a middle dimension is not
-// contiguous), and hand contiguous buffers to the communicator
-// (runtime/comm/MpiComm.h). The attribute encoding is in hpcrt.h.
+// contiguous), and hand contiguous buffers to the group's communicator
+// (runtime/comm/Communicator.h; for CPU tensors MPI's, MpiComm.h). The
+// point-to-point ops address a peer by mesh-axis offset, which only
+// MpiComm has. The attribute encoding is in hpcrt.h.
 //
 // Each op is prepared on the main thread (attributes read, shapes checked:
 // a bad call fails at once) into a job that moves the data. The synchronous
@@ -125,12 +127,10 @@ CommJob allReduce(OpCall &c) {
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   checkShape(y, x.shape, "the result");
-  comm::Reducer red = comm::makeReducer(y.dtype, kind);
-  MpiComm &m = commOf(c);
-  const Group &g = m.group(axes);
-  return [&m, &g, &x, &y, red] {
-    copyIfApart(y, x);
-    m.allReduce(y.data, static_cast<size_t>(y.numel), red, g);
+  comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
+  comm::Communicator &g = commOf(c).communicator(axes);
+  return [&g, &x, &y, kind] {
+    g.allReduce(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
   };
 }
 
@@ -142,23 +142,22 @@ CommJob reduceScatter(OpCall &c) {
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   int64_t d = normalizeAxis(dim, x.rank(), "dim");
-  comm::Reducer red = comm::makeReducer(y.dtype, kind);
-  MpiComm &m = commOf(c);
-  const Group &g = m.group(axes);
-  checkSplits(x.shape, d, g.size, "dim");
+  comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
+  comm::Communicator &g = commOf(c).communicator(axes);
+  checkSplits(x.shape, d, g.size(), "dim");
   std::vector<int64_t> shape = x.shape;
-  shape[d] /= g.size;
+  shape[d] /= g.size();
   checkShape(y, shape, "the result");
   Around a = around(x.shape, d);
-  return [&m, &g, &x, &y, red, a] {
+  return [&g, &x, &y, kind, a] {
     const char *packed = x.as<char>();
     std::unique_ptr<char[]> tmp;
-    if (a.outer > 1 && g.size > 1) {
+    if (a.outer > 1 && g.size() > 1) {
       tmp = buffer(x.bytes);
-      splitPieces(x.as<char>(), tmp.get(), a.outer, g.size, y.bytes / a.outer);
+      splitPieces(x.as<char>(), tmp.get(), a.outer, g.size(), y.bytes / a.outer);
       packed = tmp.get();
     }
-    m.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), red, g);
+    g.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
   };
 }
 
@@ -170,20 +169,20 @@ CommJob allGather(OpCall &c) {
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   int64_t d = normalizeAxis(dim, x.rank(), "dim");
-  MpiComm &m = commOf(c);
-  const Group &g = m.group(axes);
+  comm::Communicator &g = commOf(c).communicator(axes);
   std::vector<int64_t> shape = x.shape;
-  shape[d] *= g.size;
+  shape[d] *= g.size();
   checkShape(y, shape, "the result");
   Around a = around(x.shape, d);
-  return [&m, &g, &x, &y, a] {
-    if (a.outer <= 1 || g.size == 1) {
-      m.allGather(x.data, y.data, x.bytes, g);
+  return [&g, &x, &y, a] {
+    size_t count = static_cast<size_t>(x.numel);
+    if (a.outer <= 1 || g.size() == 1) {
+      g.allGather(x.data, y.data, count, x.dtype);
       return;
     }
     std::unique_ptr<char[]> tmp = buffer(y.bytes);
-    m.allGather(x.data, tmp.get(), x.bytes, g);
-    joinPieces(tmp.get(), y.as<char>(), a.outer, g.size, x.bytes / a.outer);
+    g.allGather(x.data, tmp.get(), count, x.dtype);
+    joinPieces(tmp.get(), y.as<char>(), a.outer, g.size(), x.bytes / a.outer);
   };
 }
 
@@ -196,33 +195,33 @@ CommJob allToAll(OpCall &c) {
   checkSameDtype(x, y, "operand and result");
   int64_t cd = normalizeAxis(concatDim, x.rank(), "concat_dim");
   int64_t sd = normalizeAxis(splitDim, x.rank(), "split_dim");
-  MpiComm &m = commOf(c);
-  const Group &g = m.group(axes);
-  checkSplits(x.shape, sd, g.size, "split_dim");
+  comm::Communicator &g = commOf(c).communicator(axes);
+  checkSplits(x.shape, sd, g.size(), "split_dim");
   std::vector<int64_t> piece = x.shape;
-  piece[sd] /= g.size;
+  piece[sd] /= g.size();
   std::vector<int64_t> shape = piece;
-  shape[cd] *= g.size;
+  shape[cd] *= g.size();
   checkShape(y, shape, "the result");
-  size_t pieceBytes = x.bytes / g.size;
+  size_t pieceBytes = x.bytes / g.size();
+  size_t pieceCount = static_cast<size_t>(x.numel / g.size());
   // Pieces of split_dim, one per member, contiguous; what arrives is
   // concatenated along concat_dim in group-index order.
   Around s = around(x.shape, sd), r = around(piece, cd);
-  return [&m, &g, &x, &y, s, r, pieceBytes] {
+  return [&g, &x, &y, s, r, pieceBytes, pieceCount] {
     const char *send = x.as<char>();
     std::unique_ptr<char[]> sendTmp;
-    if (s.outer > 1 && g.size > 1) {
+    if (s.outer > 1 && g.size() > 1) {
       sendTmp = buffer(x.bytes);
-      splitPieces(x.as<char>(), sendTmp.get(), s.outer, g.size, pieceBytes / s.outer);
+      splitPieces(x.as<char>(), sendTmp.get(), s.outer, g.size(), pieceBytes / s.outer);
       send = sendTmp.get();
     }
-    if (r.outer <= 1 || g.size == 1) {
-      m.allToAll(send, y.data, pieceBytes, g);
+    if (r.outer <= 1 || g.size() == 1) {
+      g.allToAll(send, y.data, pieceCount, x.dtype);
       return;
     }
     std::unique_ptr<char[]> recvTmp = buffer(y.bytes);
-    m.allToAll(send, recvTmp.get(), pieceBytes, g);
-    joinPieces(recvTmp.get(), y.as<char>(), r.outer, g.size, pieceBytes / r.outer);
+    g.allToAll(send, recvTmp.get(), pieceCount, x.dtype);
+    joinPieces(recvTmp.get(), y.as<char>(), r.outer, g.size(), pieceBytes / r.outer);
   };
 }
 
@@ -234,14 +233,12 @@ CommJob broadcast(OpCall &c) {
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   checkShape(y, x.shape, "the result");
-  MpiComm &m = commOf(c);
-  const Group &g = m.group(axes);
-  if (root < 0 || root >= g.size)
+  comm::Communicator &g = commOf(c).communicator(axes);
+  if (root < 0 || root >= g.size())
     fail("root " + std::to_string(root) + " is not a group index (the group has " +
-         std::to_string(g.size) + " ranks)");
-  return [&m, &g, &x, &y, root] {
-    copyIfApart(y, x);
-    m.broadcast(y.data, y.bytes, static_cast<int>(root), g);
+         std::to_string(g.size()) + " ranks)");
+  return [&g, &x, &y, root] {
+    g.broadcast(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, static_cast<int>(root));
   };
 }
 

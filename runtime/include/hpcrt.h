@@ -437,8 +437,11 @@
  *   (no MPI). Without a mesh no MPI function is called, and a dist kernel
  *   fails ("a dist op in a program without a mesh").
  *
+ *   The dist kernels call the collectives through one interface,
+ *   runtime/comm/Communicator.h (a group's calls, counts in elements of a
+ *   dtype); the CPU's is MPI's (MpiGroupComm, the ring algorithms above).
  *   GPU tensors: runtime/comm/NcclComm (library hpcrt_nccl, built where
- *   NCCL and CUDA's runtime exist) has the same collectives over NCCL, one
+ *   NCCL and CUDA's runtime exist) implements it over NCCL, one
  *   communicator per group (NCCL rank = group index, the ncclUniqueId made
  *   on group index 0 and broadcast through MPI); NCCL chooses its own
  *   algorithms, so its wire bytes are not the counts above.
