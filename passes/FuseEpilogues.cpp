@@ -301,7 +301,8 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
 /// add(conv(x, w, b), r) or add(r, conv(...)), no broadcast, the conv's
 /// result read only by the add, no activation or residual yet ->
 /// conv(x, w, b) residual(r) in the add's place. The add's own position is
-/// where r and every conv operand are defined, so the conv moves there.
+/// where r and every conv operand are defined (in one block), so the conv
+/// moves there.
 bool fuseResidual(hpc::AddOp add) {
   Type type = add.getType();
   if (add.getLhs().getType() != type || add.getRhs().getType() != type)
@@ -310,7 +311,7 @@ bool fuseResidual(hpc::AddOp add) {
     Value product = add->getOperand(i), residual = add->getOperand(1 - i);
     auto conv = product.getDefiningOp<hpc::ConvOp>();
     if (!conv || !product.hasOneUse() || conv.getActivation() != "none" ||
-        conv.getResidual() || product == residual)
+        conv.getResidual() || product == residual || conv->getBlock() != add->getBlock())
       continue;
     conv->moveBefore(add);
     conv.getResidualMutable().assign(residual);
