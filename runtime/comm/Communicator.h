@@ -59,6 +59,10 @@ public:
   virtual void synchronize() = 0;
 };
 
+/// The bytes of `count` elements of `dtype` (what a call's count means in
+/// either implementation); fails (hpcrt::Error) for an unknown dtype.
+size_t payloadBytes(size_t count, int dtype);
+
 } // namespace comm
 } // namespace hpcrt
 

@@ -179,20 +179,11 @@ void MpiComm::recvFrom(void *data, size_t bytes, int peer, const Group &g) {
   exchange("a receive", nullptr, 0, MPI_PROC_NULL, data, bytes, g.commRank[peer], g.comm);
 }
 
-namespace {
-size_t bytesOf(size_t count, int dtype) {
-  size_t e = dtypeSize(dtype);
-  if (e == 0)
-    fail("unknown dtype " + std::to_string(dtype));
-  return count * e;
-}
-} // namespace
-
 void MpiGroupComm::allReduce(const void *send, void *recv, size_t count, int dtype,
                              int64_t kind) {
   Reducer red = makeReducer(dtype, kind);
   if (send != recv && count)
-    memmove(recv, send, bytesOf(count, dtype));
+    memmove(recv, send, payloadBytes(count, dtype));
   mesh_.allReduce(recv, count, red, group_);
 }
 
@@ -202,29 +193,29 @@ void MpiGroupComm::reduceScatter(const void *send, void *recv, size_t count, int
 }
 
 void MpiGroupComm::allGather(const void *send, void *recv, size_t count, int dtype) {
-  mesh_.allGather(send, recv, bytesOf(count, dtype), group_);
+  mesh_.allGather(send, recv, payloadBytes(count, dtype), group_);
 }
 
 void MpiGroupComm::allToAll(const void *send, void *recv, size_t count, int dtype) {
-  mesh_.allToAll(send, recv, bytesOf(count, dtype), group_);
+  mesh_.allToAll(send, recv, payloadBytes(count, dtype), group_);
 }
 
 void MpiGroupComm::broadcast(const void *send, void *recv, size_t count, int dtype, int root) {
   if (root < 0 || root >= group_.size)
     fail("broadcast root " + std::to_string(root) + " is not in the group of " +
          std::to_string(group_.size));
-  size_t bytes = bytesOf(count, dtype);
+  size_t bytes = payloadBytes(count, dtype);
   if (send != recv && group_.index == root && bytes)
     memmove(recv, send, bytes);
   mesh_.broadcast(recv, bytes, root, group_);
 }
 
 void MpiGroupComm::send(const void *data, size_t count, int dtype, int peer) {
-  mesh_.sendTo(data, bytesOf(count, dtype), peer, group_);
+  mesh_.sendTo(data, payloadBytes(count, dtype), peer, group_);
 }
 
 void MpiGroupComm::recv(void *data, size_t count, int dtype, int peer) {
-  mesh_.recvFrom(data, bytesOf(count, dtype), peer, group_);
+  mesh_.recvFrom(data, payloadBytes(count, dtype), peer, group_);
 }
 
 void *MpiComm::scratch(size_t bytes) {

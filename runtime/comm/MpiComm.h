@@ -78,7 +78,6 @@ public:
   const char *transport() const override { return "mpi"; }
   int rank() const override { return group_.index; }
   int size() const override { return group_.size; }
-  const Group &group() const { return group_; }
 
   void allReduce(const void *send, void *recv, size_t count, int dtype, int64_t kind) override;
   void reduceScatter(const void *send, void *recv, size_t count, int dtype,

@@ -91,26 +91,17 @@ NcclComm::~NcclComm() {
     ncclCommDestroy(comm_);
 }
 
-namespace {
-size_t elementBytes(int dtype) {
-  size_t e = dtypeSize(dtype);
-  if (e == 0)
-    fail("unknown dtype " + std::to_string(dtype));
-  return e;
-}
-} // namespace
-
 void NcclComm::allReduce(const void *send, void *recv, size_t count, int dtype,
                          int64_t kind) {
   checkNccl(ncclAllReduce(send, recv, count, ncclTypeOf(dtype), ncclOpOf(kind), comm_, stream_),
             "ncclAllReduce");
-  payloadBytes_ += count * elementBytes(dtype);
+  payloadBytes_ += comm::payloadBytes(count, dtype);
 }
 
 void NcclComm::allGather(const void *send, void *recv, size_t count, int dtype) {
   checkNccl(ncclAllGather(send, recv, count, ncclTypeOf(dtype), comm_, stream_),
             "ncclAllGather");
-  payloadBytes_ += count * elementBytes(dtype);
+  payloadBytes_ += comm::payloadBytes(count, dtype);
 }
 
 void NcclComm::reduceScatter(const void *send, void *recv, size_t count, int dtype,
@@ -118,13 +109,13 @@ void NcclComm::reduceScatter(const void *send, void *recv, size_t count, int dty
   checkNccl(ncclReduceScatter(send, recv, count, ncclTypeOf(dtype), ncclOpOf(kind), comm_,
                               stream_),
             "ncclReduceScatter");
-  payloadBytes_ += count * size_ * elementBytes(dtype);
+  payloadBytes_ += comm::payloadBytes(count * size_, dtype);
 }
 
 void NcclComm::allToAll(const void *send, void *recv, size_t count, int dtype) {
   checkNccl(ncclAlltoAll(send, recv, count, ncclTypeOf(dtype), comm_, stream_),
             "ncclAlltoAll");
-  payloadBytes_ += count * size_ * elementBytes(dtype);
+  payloadBytes_ += comm::payloadBytes(count * size_, dtype);
 }
 
 void NcclComm::broadcast(const void *send, void *recv, size_t count, int dtype, int root) {
@@ -134,12 +125,12 @@ void NcclComm::broadcast(const void *send, void *recv, size_t count, int dtype, 
   checkNccl(ncclBroadcast(send, recv, count, ncclTypeOf(dtype), root, comm_, stream_),
             "ncclBroadcast");
   if (rank_ == root)
-    payloadBytes_ += count * elementBytes(dtype);
+    payloadBytes_ += comm::payloadBytes(count, dtype);
 }
 
 void NcclComm::send(const void *data, size_t count, int dtype, int peer) {
   checkNccl(ncclSend(data, count, ncclTypeOf(dtype), peer, comm_, stream_), "ncclSend");
-  payloadBytes_ += count * elementBytes(dtype);
+  payloadBytes_ += comm::payloadBytes(count, dtype);
 }
 
 void NcclComm::recv(void *data, size_t count, int dtype, int peer) {
