@@ -86,6 +86,16 @@ func.func @main(%x: tensor<1x2x4x4xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.n
   return %l : tensor<f32>
 }
 
+// -----
+
+func.func @main(%x: tensor<1x2x4x4xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<2x2x1x1xf32> = dense<1.0>
+  // expected-error @+1 {{'hpc.conv' op has no gradient with a residual (differentiate before hpc-fuse-epilogues)}}
+  %y = hpc.conv %x, %w residual(%x) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %l = hpc.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x4x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- freeze.mlir
 // expected-error @+1 {{--freeze: no weight named 'encoder.w'}}
 func.func @main(%x: tensor<3xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {

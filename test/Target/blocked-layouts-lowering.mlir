@@ -99,3 +99,14 @@ func.func @main(%x: tensor<1x3x2x2xf32>, %y: tensor<1x16x2x2xf32>) -> tensor<1x1
   %2 = hpc.global_avg_pool %1 : (tensor<1x16x2x2xf32>) -> tensor<1x16x1x1xf32>
   return %2 : tensor<1x16x1x1xf32>
 }
+
+// -----
+
+// A conv reads its residual in its result's layout.
+func.func @main(%x: tensor<1x3x2x2xf32>, %r: tensor<1x16x2x2xf32>) -> tensor<1x16x1x1xf32> {
+  %w = hpc.weight "w" : tensor<16x3x1x1xf32> = dense<1.0>
+  // expected-error @+1 {{'hpc.conv' op must read its residual in its result's layout}}
+  %0 = hpc.conv %x, %w residual(%r) {dilations = array<i64: 1, 1>, hpc.blocked, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x2x2xf32>, tensor<16x3x1x1xf32>, tensor<1x16x2x2xf32>) -> tensor<1x16x2x2xf32>
+  %1 = hpc.global_avg_pool %0 : (tensor<1x16x2x2xf32>) -> tensor<1x16x1x1xf32>
+  return %1 : tensor<1x16x1x1xf32>
+}
