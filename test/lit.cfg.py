@@ -53,6 +53,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.hpc_tools_dir, config.llvm_tools_dir]
 tools = [
     "hpc-opt",
+    "hpc-calibrate",
     "split-file",
     ToolSubst("%PYTHON", config.python_executable, unresolved="ignore"),
     ToolSubst("python3", config.python_executable, unresolved="ignore"),
@@ -71,6 +72,16 @@ if shutil.which("mpirun"):
     config.substitutions.append(
         ("%mpirun", "%s mpirun --allow-run-as-root --oversubscribe" %
          os.path.join(os.path.dirname(__file__), "mpirun-private.sh")))
+
+# The two-node cluster of network namespaces (scripts/netns-cluster.sh):
+# the feature `netns` where namespaces can be made here (root, iproute2);
+# tests that need it are reported unsupported elsewhere, never passed.
+import subprocess
+netns_cluster = os.path.join(config.hpc_src_root, "scripts", "netns-cluster.sh")
+config.substitutions.append(("%netns_cluster", netns_cluster))
+if subprocess.run([netns_cluster, "check"], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("netns")
 
 # A sanitized build (-DHPC_SANITIZE, docs/testing.md "Sanitizers"): every
 # report aborts the process, so that it fails the test even under `not` and
