@@ -30,6 +30,9 @@ def main():
             events = json.load(f)["traceEvents"]
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"trace_summary.py: error: {a.trace}: {e}")
+    # The kernels: the main thread's events (tid 1 is the communication
+    # thread's data movement, scripts/overlap_report.py's business).
+    events = [e for e in events if e.get("ph") == "X" and e.get("tid", 0) == 0]
     runs = sorted({e["args"]["run"] for e in events})
     kept = set(runs[a.skip_runs:])
     if not kept:

@@ -7,7 +7,7 @@
 
 namespace hpcrt::comm {
 
-CommQueue::CommQueue(bool threaded) {
+CommQueue::CommQueue(bool threaded, hpcrt_ctx *traceTo) : traceTo_(traceTo) {
   if (threaded)
     thread_ = std::thread([this] { loop(); });
 }
@@ -24,6 +24,8 @@ CommQueue::~CommQueue() {
 
 void CommQueue::run(Job &job) {
   std::string error;
+  bool tracing = traceTo_ && traceTo_->tracing();
+  double t0 = tracing ? traceTo_->nowUs() : 0.0;
   try {
     job.fn();
   } catch (const std::bad_alloc &) {
@@ -31,10 +33,12 @@ void CommQueue::run(Job &job) {
   } catch (const std::exception &e) {
     error = e.what();
   }
+  if (tracing)
+    traceTo_->addTrace(job.op, t0, traceTo_->nowUs() - t0, hpcrt::TraceEvent::kTraceComm);
   if (!error.empty())
     error = job.what + ": " + error;
   std::lock_guard<std::mutex> lock(mu_);
-  done_[job.key] = {error, job.what, error.empty() ? std::move(job.finish) : nullptr};
+  done_[job.key] = {error, job.op, job.what, error.empty() ? std::move(job.finish) : nullptr};
   if (--pending_[job.key] == 0)
     pending_.erase(job.key);
 }
@@ -58,9 +62,9 @@ void CommQueue::loop() {
   }
 }
 
-void CommQueue::submit(const void *key, std::string what, std::function<void()> job,
+void CommQueue::submit(const void *key, int op, std::string what, std::function<void()> job,
                        std::function<void()> finish) {
-  Job j{key, std::move(what), std::move(job), std::move(finish)};
+  Job j{key, op, std::move(what), std::move(job), std::move(finish)};
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++pending_[key];
@@ -91,7 +95,7 @@ void CommQueue::wait(const void *key) {
     outcome = await(lock, key);
   }
   if (outcome.error.empty() && outcome.finish) {
-    submit(key, outcome.what, std::move(outcome.finish));
+    submit(key, outcome.op, outcome.what, std::move(outcome.finish));
     std::unique_lock<std::mutex> lock(mu_);
     outcome = await(lock, key);
   }

@@ -10,6 +10,9 @@
 // drain(). Without a thread (an MPI without SERIALIZED), submit() runs the
 // job at once and wait() only reports its outcome.
 //
+// With a context that traces, every job (and finish step) is an event of
+// the communication thread's track (TraceEvent::kTraceComm).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef HPCRT_COMM_COMMQUEUE_H
@@ -23,20 +26,24 @@
 #include <string>
 #include <thread>
 
+struct hpcrt_ctx;
+
 namespace hpcrt::comm {
 
 class CommQueue {
 public:
-  explicit CommQueue(bool threaded);
+  /// `traceTo`: the context whose trace records the jobs (when it traces).
+  explicit CommQueue(bool threaded, hpcrt_ctx *traceTo = nullptr);
   ~CommQueue();
   CommQueue(const CommQueue &) = delete;
   CommQueue &operator=(const CommQueue &) = delete;
 
-  /// Queues `job` under `key` (the token it completes). `what` names the
-  /// op in an error message. A `finish` step (a receive's completion) is
+  /// Queues `job` under `key` (the token it completes) for op `op` (its
+  /// index in the program, for the trace). `what` names the op in an error
+  /// message. A `finish` step (a receive's completion) is
   /// queued by wait(), so that a job that only posts a receive leaves the
   /// thread free for the operations after it until the data is needed.
-  void submit(const void *key, std::string what, std::function<void()> job,
+  void submit(const void *key, int op, std::string what, std::function<void()> job,
               std::function<void()> finish = {});
   /// Blocks until the job of `key` (and its finish step) has run; throws
   /// the first error.
@@ -50,11 +57,13 @@ public:
 private:
   struct Job {
     const void *key;
+    int op;
     std::string what;
     std::function<void()> fn, finish;
   };
   struct Outcome {
     std::string error; ///< "" when it succeeded
+    int op = -1;
     std::string what;
     std::function<void()> finish;
   };
@@ -72,6 +81,7 @@ private:
   std::map<const void *, Outcome> done_;
   std::map<const void *, int> pending_;
   std::thread thread_;
+  hpcrt_ctx *traceTo_;
 };
 
 } // namespace hpcrt::comm

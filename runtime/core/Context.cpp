@@ -975,9 +975,10 @@ double hpcrt_ctx::nowUs() const {
          epochUs_;
 }
 
-void hpcrt_ctx::addTrace(int op, double startUs, double durationUs) {
+void hpcrt_ctx::addTrace(int op, double startUs, double durationUs, int32_t tid) {
+  std::lock_guard<std::mutex> lock(traceMu_);
   if (trace_.size() < 4000000)
-    trace_.push_back({op, run_, startUs, durationUs});
+    trace_.push_back({op, run_, startUs, durationUs, 0, tid});
 }
 
 void hpcrt_ctx::writeTrace(const std::string &path) const { writeTrace(path, trace_); }
@@ -989,6 +990,18 @@ void hpcrt_ctx::writeTrace(const std::string &path,
     fail(path + ": cannot write trace file");
   f << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
+  // Thread names, where a rank has a communication thread's events.
+  std::set<int32_t> commRanks;
+  for (const TraceEvent &e : events)
+    if (e.tid == TraceEvent::kTraceComm)
+      commRanks.insert(e.rank);
+  for (int32_t rank : commRanks)
+    for (int32_t tid : {TraceEvent::kTraceKernels, TraceEvent::kTraceComm}) {
+      json meta = {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", tid},
+                   {"args", {{"name", tid == TraceEvent::kTraceComm ? "communication" : "kernels"}}}};
+      f << (first ? "" : ",\n") << meta.dump();
+      first = false;
+    }
   for (const TraceEvent &e : events) {
     json ev;
     bool known = e.op >= 0 && static_cast<size_t>(e.op) < ops_.size();
@@ -997,7 +1010,7 @@ void hpcrt_ctx::writeTrace(const std::string &path,
     ev["ts"] = e.startUs;
     ev["dur"] = e.durationUs;
     ev["pid"] = e.rank;
-    ev["tid"] = 0;
+    ev["tid"] = e.tid;
     ev["args"] = {{"loc", known ? ops_[e.op].loc : std::string()},
                   {"op", e.op},
                   {"run", e.run}};

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -146,6 +147,11 @@ struct TraceEvent {
   double startUs;
   double durationUs;
   int32_t rank = 0; ///< the trace's "pid" (the MPI rank of a mesh run)
+  int32_t tid = kTraceKernels; ///< the trace's "tid": which thread ran it
+  /// The threads of a rank's trace: the kernels (and synchronous dist ops)
+  /// on the main thread, started dist ops' data movement on the
+  /// communication thread (comm/CommQueue.h).
+  static constexpr int32_t kTraceKernels = 0, kTraceComm = 1;
 };
 
 } // namespace hpcrt
@@ -277,7 +283,11 @@ public:
   void setTracing(bool on) { tracing_ = on; }
   bool tracing() const { return tracing_; }
   void beginRun() { ++run_; }
-  void addTrace(int op, double startUs, double durationUs);
+  /// Records one event; thread-safe (the communication thread adds the
+  /// started ops' jobs with tid TraceEvent::kTraceComm).
+  void addTrace(int op, double startUs, double durationUs,
+                int32_t tid = hpcrt::TraceEvent::kTraceKernels);
+  int32_t currentRun() const { return run_; }
   const std::vector<hpcrt::TraceEvent> &trace() const { return trace_; }
   /// Writes the Chrome trace (JSON object format) to `path`.
   void writeTrace(const std::string &path) const;
@@ -335,6 +345,7 @@ private:
   bool tracing_ = false;
   int32_t run_ = 0;
   std::vector<hpcrt::TraceEvent> trace_;
+  std::mutex traceMu_;
   double epochUs_ = 0;
   std::string error_;
 

@@ -62,7 +62,7 @@ void start(OpCall &c, CommJob job, CommJob finish = {}) {
   comm::CommQueue *q = c.ctx.commQueue();
   if (!q)
     fail("no communication queue: the ranks of the mesh were not started");
-  q->submit(&c.out(), "op " + std::to_string(c.op) + " (" + c.mnemonic + ")",
+  q->submit(&c.out(), c.op, "op " + std::to_string(c.op) + " (" + c.mnemonic + ")",
             std::move(job), std::move(finish));
 }
 

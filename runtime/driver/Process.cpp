@@ -80,7 +80,7 @@ void MpiRun::start(Context &ctx) {
     fail("MPI_Init failed");
   comm::setPeerTimeout(timeout);
   comm::startPeerWait(MPI_COMM_WORLD, progName);
-  queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED);
+  queue = std::make_unique<comm::CommQueue>(provided >= MPI_THREAD_SERIALIZED, &ctx);
   ctx.setCommQueue(queue.get());
   active = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -263,12 +263,14 @@ namespace {
 /// Rank 0 collects every rank's trace events (start times relative to the
 /// barrier before the first run, pid = rank); other ranks get none.
 std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
+  constexpr int kFields = 5; // op, run, start, duration, tid
   std::vector<double> mine;
   for (const TraceEvent &e : ctx.trace()) {
     mine.push_back(e.op);
     mine.push_back(e.run);
     mine.push_back(e.startUs - t0Us);
     mine.push_back(e.durationUs);
+    mine.push_back(e.tid);
   }
   int n = static_cast<int>(mine.size());
   std::vector<int> counts(mpi.size), displs(mpi.size);
@@ -290,10 +292,9 @@ std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
   if (mpi.rank != 0)
     return events;
   for (int r = 0; r < mpi.size; ++r)
-    for (int k = displs[r]; k + 3 < displs[r] + counts[r]; k += 4) {
+    for (int k = displs[r]; k + kFields <= displs[r] + counts[r]; k += kFields) {
       TraceEvent e{static_cast<int32_t>(all[k]), static_cast<int32_t>(all[k + 1]), all[k + 2],
-                   all[k + 3]};
-      e.rank = r;
+                   all[k + 3], r, static_cast<int32_t>(all[k + 4])};
       events.push_back(e);
     }
   return events;

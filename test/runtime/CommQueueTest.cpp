@@ -9,6 +9,9 @@
 
 #include "RuntimeTestUtils.h"
 #include "comm/CommQueue.h"
+#include "core/Context.h"
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -28,7 +31,7 @@ TEST(CommQueue, RunsJobsInStartOrderOffTheCallingThread) {
     std::vector<std::thread::id> threads;
     int keys[3];
     for (int i = 0; i < 3; ++i)
-      q.submit(&keys[i], "job " + std::to_string(i), [&, i] {
+      q.submit(&keys[i], i, "job " + std::to_string(i), [&, i] {
         // The first job is the slowest: a later one must not overtake it.
         if (i == 0)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -50,8 +53,8 @@ TEST(CommQueue, WaitRunsTheFinishStepAfterLaterJobsWereQueued) {
   std::atomic<int> step{0};
   int a, b;
   std::vector<int> seen;
-  q.submit(&a, "post", [&] { seen.push_back(step++); }, [&] { seen.push_back(10 + step++); });
-  q.submit(&b, "later", [&] { seen.push_back(step++); });
+  q.submit(&a, 1, "post", [&] { seen.push_back(step++); }, [&] { seen.push_back(10 + step++); });
+  q.submit(&b, 2, "later", [&] { seen.push_back(step++); });
   q.wait(&b);
   q.wait(&a); // the finish step runs now, after "later"
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 12}));
@@ -60,13 +63,13 @@ TEST(CommQueue, WaitRunsTheFinishStepAfterLaterJobsWereQueued) {
 TEST(CommQueue, ErrorsComeBackAtTheWaitOrFromFinishRun) {
   CommQueue q(true);
   int a, b, c;
-  q.submit(&a, "op 3 (dist.all_reduce_start)", [] { throw std::runtime_error("boom"); },
+  q.submit(&a, 3, "op 3 (dist.all_reduce_start)", [] { throw std::runtime_error("boom"); },
            [] { FAIL() << "no finish step after a failed job"; });
-  q.submit(&b, "op 4 (dist.recv_start)", [] {});
+  q.submit(&b, 4, "op 4 (dist.recv_start)", [] {});
   EXPECT_EQ(errorOf([&] { q.wait(&a); }), "op 3 (dist.all_reduce_start): boom");
   q.wait(&b);
   EXPECT_NE(errorOf([&] { q.wait(&a); }).find("no started op produced"), std::string::npos);
-  q.submit(&c, "op 5 (dist.send_start)", [] { throw std::runtime_error("lost"); });
+  q.submit(&c, 5, "op 5 (dist.send_start)", [] { throw std::runtime_error("lost"); });
   EXPECT_EQ(q.finishRun(), "op 5 (dist.send_start): lost");
   EXPECT_EQ(q.finishRun(), "");
 }
@@ -76,10 +79,42 @@ TEST(CommQueue, DrainWaitsForEverythingQueued) {
   std::atomic<int> done{0};
   int keys[4];
   for (int &k : keys)
-    q.submit(&k, "job", [&] {
+    q.submit(&k, 0, "job", [&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       ++done;
     });
   q.drain();
   EXPECT_EQ(done.load(), 4);
+}
+
+// With a tracing context, every job (and a finish step) is an event of the
+// communication thread's track, named by its op, timed around the job.
+TEST(CommQueue, TracesJobsOnTheCommunicationTrack) {
+  nlohmann::json m = {{"version", 1},   {"model", "test"},  {"arena_bytes", 0},
+                      {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()},
+                      {"tensors", nlohmann::json::array()}};
+  hpcrt::Context ctx(m.dump());
+  ctx.setTracing(true);
+  ctx.beginRun();
+  CommQueue q(true, &ctx);
+  int a, b;
+  q.submit(&a, 7, "post", [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); },
+           [] {});
+  q.submit(&b, 9, "later", [] {});
+  q.wait(&a);
+  q.drain();
+  ASSERT_EQ(ctx.trace().size(), 3u);
+  std::vector<int> ops;
+  for (const hpcrt::TraceEvent &e : ctx.trace()) {
+    EXPECT_EQ(e.tid, hpcrt::TraceEvent::kTraceComm);
+    EXPECT_EQ(e.run, 1);
+    ops.push_back(e.op);
+  }
+  EXPECT_EQ(ops, (std::vector<int>{7, 9, 7}));
+  EXPECT_GE(ctx.trace()[0].durationUs, 2000.0);
+  // Not tracing: nothing recorded.
+  ctx.setTracing(false);
+  q.submit(&a, 7, "again", [] {});
+  q.drain();
+  EXPECT_EQ(ctx.trace().size(), 3u);
 }
