@@ -34,6 +34,7 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace hpcrt::driver {
@@ -62,6 +63,14 @@ uint64_t inputBytes(const Context &ctx) {
   for (const NamedTensor &in : ctx.inputList())
     n += ctx.tensor(in.tensor).bytes;
   return n;
+}
+
+/// The most resident memory this process had (the kernel's count, which
+/// also sees what the runtime does not: libraries, MPI's buffers, the heap).
+uint64_t peakRssBytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_maxrss) * 1024; // Linux: KiB
 }
 
 std::string withoutTrailingSlash(std::string p) {
@@ -414,6 +423,7 @@ void Trainer::finish(double wallS) {
       writeAtomically(o_.saveOnnx, {{model.data(), model.size()}});
     });
   uint64_t peak = mpi_.maxOver(memory_.peak);
+  uint64_t peakRss = mpi_.maxOver(peakRssBytes());
   uint64_t dataBytes = data_->heldBytes() + (eval_ ? eval_->heldBytes() : 0);
   // The compiler's plan plus what the kernels' setup run allocated on this
   // CPU (oneDNN scratchpad, reordered weights), known since the start.
@@ -439,6 +449,7 @@ void Trainer::finish(double wallS) {
           .add("tokens_per_s", jsonDouble(tokensPerS))
           .add("planned_bytes_per_rank", planned)
           .add("peak_bytes_per_rank", peak)
+          .add("peak_rss_bytes_per_rank", peakRss)
           .add("state_bytes", ctx_.stateBytes())
           .add("arena_bytes", ctx_.arenaBytes())
           .add("weights_bytes", ctx_.weightsBytes())
@@ -454,13 +465,14 @@ void Trainer::finish(double wallS) {
            tokensPerS, data_->tokensPerSample() ? "tokens" : "samples",
            static_cast<double>(lastLoss_));
     printf("memory: peak %llu bytes per rank (planned %llu: state %llu, arena %llu, weights "
-           "%llu, inputs %llu, kernels %llu)\n",
+           "%llu, inputs %llu, kernels %llu; peak RSS %llu)\n",
            static_cast<unsigned long long>(peak), static_cast<unsigned long long>(planned),
            static_cast<unsigned long long>(ctx_.stateBytes()),
            static_cast<unsigned long long>(ctx_.arenaBytes()),
            static_cast<unsigned long long>(ctx_.weightsBytes()),
            static_cast<unsigned long long>(inputBytes(ctx_)),
-           static_cast<unsigned long long>(kernelBytes));
+           static_cast<unsigned long long>(kernelBytes),
+           static_cast<unsigned long long>(peakRss));
     if (!o_.save.empty())
       printf("saved: %s\n", o_.save.c_str());
     if (!o_.saveOnnx.empty())
