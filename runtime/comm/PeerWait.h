@@ -2,9 +2,9 @@
 //
 // Every MPI call of the runtime that waits for another rank is started in
 // its nonblocking form and completed here: MPI_Testall is polled, first in
-// a short spin (a fast collective pays no latency), then with sleeps that
-// grow with the time waited, so a rank whose peer is slow or stopped uses
-// no core. A wait that lasts --peer-timeout seconds ends the job: the rank
+// a short spin that yields (a fast collective pays no latency), then with
+// sleeps that grow with the time waited, so a rank whose peer is slow or
+// stopped uses no core. A wait that lasts --peer-timeout seconds ends the job: the rank
 // prints one line naming the ranks that stopped answering and calls
 // MPI_Abort, so mpirun ends every rank.
 //
@@ -37,7 +37,7 @@ constexpr double kDefaultPeerTimeoutS = 300;
 void setPeerTimeout(double seconds);
 double peerTimeout();
 
-/// The pause between two polls of a wait: none (a spin) during the first
+/// The pause between two polls of a wait: a yield (a spin) during the first
 /// 200 us, then a sleep of a tenth of the time waited so far, from 50 us up
 /// to 1 ms, so that a wait ends at most ~10% after its data came and an
 /// idle wait wakes up at most 1000 times a second.
