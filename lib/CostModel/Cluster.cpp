@@ -2,7 +2,9 @@
 //
 // Presets use public spec-sheet figures (docs/cost-model.md lists them and
 // their sources). The JSON reader checks every field and names the first bad
-// one by its path, so a typo in a cluster file is one clear line.
+// one by its path, so a typo in a cluster file is one clear line; the same
+// holds for the "calibration" section of hpc-calibrate's files (its raw
+// measurements), which clusterToJSON prints back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace hpc::cost;
@@ -88,10 +91,10 @@ const Preset kPresets[] = {
      "roce-100g", 12.5, 10},
 };
 
-/// Efficiency factors fitted to Megatron-LM's weak-scaling table (Narayanan
-/// et al., SC'21, Table 1) by `scripts/bench_search.py --calibrate`; the same
-/// factors are used for every device kind (docs/cost-model.md).
-Efficiency calibratedEfficiency() {
+} // namespace
+
+// The same factors are used for every device kind (docs/cost-model.md).
+Efficiency hpc::cost::calibratedEfficiency() {
   Efficiency e;
   e.matmul = 0.85;
   e.memory = 0.70;
@@ -101,6 +104,8 @@ Efficiency calibratedEfficiency() {
   e.overlap = 0.7;
   return e;
 }
+
+namespace {
 
 void fillFromPreset(const Preset &p, int64_t nodes, ClusterSpec &c) {
   c.nodes = nodes;
@@ -197,18 +202,52 @@ public:
   }
 
   bool integer(const llvm::json::Object &o, const std::string &path,
-               llvm::StringRef key, int64_t &value) {
-    const llvm::json::Value *v = o.get(key);
+               llvm::StringRef key, int64_t &value, int64_t min = 1) {
     std::string p = path.empty() ? key.str() : path + "." + key.str();
+    return integerValue(o.get(key), p, value, min);
+  }
+
+  /// An integer >= `min` at `path` (the value itself, e.g. an array entry).
+  bool integerValue(const llvm::json::Value *v, const std::string &p,
+                    int64_t &value, int64_t min) {
     if (!v)
       return fail(p, "missing");
     std::optional<int64_t> i = v->getAsInteger();
     if (!i)
       return fail(p, "expected an integer");
-    if (*i < 1)
-      return fail(p, "expected an integer >= 1, got " + std::to_string(*i));
+    if (*i < min)
+      return fail(p, "expected an integer >= " + std::to_string(min) +
+                         ", got " + std::to_string(*i));
     value = *i;
     return true;
+  }
+
+  bool boolean(const llvm::json::Object &o, const std::string &path,
+               llvm::StringRef key, bool &value) {
+    const llvm::json::Value *v = o.get(key);
+    std::string p = path.empty() ? key.str() : path + "." + key.str();
+    if (!v)
+      return fail(p, "missing");
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return fail(p, "expected true or false");
+    value = *b;
+    return true;
+  }
+
+  /// The array at `key` of `o` (required); null after a failure.
+  const llvm::json::Array *array(const llvm::json::Object &o,
+                                 const std::string &path, llvm::StringRef key) {
+    const llvm::json::Value *v = o.get(key);
+    std::string p = path.empty() ? key.str() : path + "." + key.str();
+    if (!v) {
+      fail(p, "missing");
+      return nullptr;
+    }
+    const llvm::json::Array *a = v->getAsArray();
+    if (!a)
+      fail(p, "expected an array");
+    return a;
   }
 
   bool string(const llvm::json::Object &o, const std::string &path,
@@ -256,7 +295,201 @@ private:
   std::string &error;
 };
 
+/// What the "shape" of a gemm or conv row lists (docs/cost-model.md).
+struct ShapeLayout {
+  llvm::StringRef key;   ///< "gemm" or "conv"
+  size_t length;
+  const char *names;     ///< for the error message
+  size_t mayBeZero;      ///< index of the entry that may be 0 (or length)
+};
+const ShapeLayout kGemmShape = {"gemm", 4, "batch, m, k, n", 4};
+const ShapeLayout kConvShape = {
+    "conv", 9, "n, c, h, w, out_channels, kernel_h, kernel_w, stride, pad", 8};
+
+/// One gemm or conv row: name, shape, dtype, seconds, gflops.
+bool parseKernelRow(Reader &r, const llvm::json::Value &v,
+                    const std::string &path, const ShapeLayout &layout,
+                    KernelTiming &row) {
+  const llvm::json::Object *o = r.object(&v, path);
+  if (!o || !r.onlyKeys(*o, path, {"name", "shape", "dtype", "seconds", "gflops"}))
+    return false;
+  std::string dtype;
+  double gflops = 0;
+  if (!r.string(*o, path, "name", row.name, true) ||
+      !r.string(*o, path, "dtype", dtype, true))
+    return false;
+  if (!parseDType(dtype, row.dtype))
+    return r.fail(path + ".dtype", "expected fp32, tf32, bf16, fp16 or fp8, "
+                                   "got \"" + dtype + "\"");
+  const llvm::json::Array *shape = r.array(*o, path, "shape");
+  if (!shape)
+    return false;
+  if (shape->size() != layout.length)
+    return r.fail(path + ".shape", "expected " + std::to_string(layout.length) +
+                                       " integers (" + layout.names + "), got " +
+                                       std::to_string(shape->size()));
+  row.shape.assign(layout.length, 0);
+  for (size_t i = 0; i < layout.length; ++i)
+    if (!r.integerValue(&(*shape)[i], path + ".shape[" + std::to_string(i) + "]",
+                        row.shape[i], i == layout.mayBeZero ? 0 : 1))
+      return false;
+  if (!r.number(*o, path, "seconds", row.seconds, true, 0, true) ||
+      !r.number(*o, path, "gflops", gflops, true, 0, true))
+    return false;
+  row.flopRate = gflops * kGB;
+  return true;
+}
+
+bool parseKernelRows(Reader &r, const llvm::json::Object &cal,
+                     const ShapeLayout &layout, std::vector<KernelTiming> &rows) {
+  const llvm::json::Array *a = r.array(cal, "calibration", layout.key);
+  if (!a)
+    return false;
+  rows.assign(a->size(), KernelTiming());
+  for (size_t i = 0; i < a->size(); ++i)
+    if (!parseKernelRow(r, (*a)[i],
+                        "calibration." + layout.key.str() + "[" +
+                            std::to_string(i) + "]",
+                        layout, rows[i]))
+      return false;
+  return true;
+}
+
+bool parseMemoryRows(Reader &r, const llvm::json::Object &cal,
+                     std::vector<MemoryTiming> &rows) {
+  const llvm::json::Array *a = r.array(cal, "calibration", "memory");
+  if (!a)
+    return false;
+  rows.assign(a->size(), MemoryTiming());
+  for (size_t i = 0; i < a->size(); ++i) {
+    std::string path = "calibration.memory[" + std::to_string(i) + "]";
+    const llvm::json::Object *o = r.object(&(*a)[i], path);
+    if (!o ||
+        !r.onlyKeys(*o, path, {"kernel", "bytes", "seconds", "gbytes_per_s"}))
+      return false;
+    MemoryTiming &m = rows[i];
+    double gbps = 0;
+    if (!r.string(*o, path, "kernel", m.kernel, true) ||
+        !r.integer(*o, path, "bytes", m.bytes) ||
+        !r.number(*o, path, "seconds", m.seconds, true, 0, true) ||
+        !r.number(*o, path, "gbytes_per_s", gbps, true, 0, true))
+      return false;
+    m.bandwidth = gbps * kGB;
+  }
+  return true;
+}
+
+/// The sizes and times of a collective row: equally long, non-empty.
+bool parseCollectiveSamples(Reader &r, const llvm::json::Object &o,
+                            const std::string &path, CollectiveTiming &c) {
+  const llvm::json::Array *sizes = r.array(o, path, "sizes_bytes");
+  if (!sizes)
+    return false;
+  if (sizes->empty())
+    return r.fail(path + ".sizes_bytes", "expected at least one size");
+  const llvm::json::Array *times = r.array(o, path, "seconds");
+  if (!times)
+    return false;
+  if (times->size() != sizes->size())
+    return r.fail(path + ".seconds", "expected " + std::to_string(sizes->size()) +
+                                         " times (one per size), got " +
+                                         std::to_string(times->size()));
+  c.sizes.assign(sizes->size(), 0);
+  c.seconds.assign(sizes->size(), 0);
+  for (size_t i = 0; i < sizes->size(); ++i) {
+    std::string at = "[" + std::to_string(i) + "]";
+    std::optional<double> t = (*times)[i].getAsNumber();
+    if (!r.integerValue(&(*sizes)[i], path + ".sizes_bytes" + at, c.sizes[i], 1))
+      return false;
+    if (!t || !std::isfinite(*t) || !(*t > 0))
+      return r.fail(path + ".seconds" + at, "expected a number > 0");
+    c.seconds[i] = *t;
+  }
+  return true;
+}
+
+bool parseCollectiveRow(Reader &r, const llvm::json::Value &v,
+                        const std::string &path, CollectiveTiming &c) {
+  const llvm::json::Object *o = r.object(&v, path);
+  if (!o || !r.onlyKeys(*o, path,
+                        {"level", "kind", "group_size", "alpha_us",
+                         "beta_gbytes_per_s", "sizes_bytes", "seconds"}))
+    return false;
+  double alphaUs = 0, betaGB = 0;
+  if (!r.string(*o, path, "level", c.level, true))
+    return false;
+  if (c.level != "intra-node" && c.level != "inter-node")
+    return r.fail(path + ".level", "expected \"intra-node\" or \"inter-node\", "
+                                   "got \"" + c.level + "\"");
+  if (!r.string(*o, path, "kind", c.kind, true))
+    return false;
+  const std::vector<std::string> &kinds = calibrationCollectiveKinds();
+  if (std::find(kinds.begin(), kinds.end(), c.kind) == kinds.end()) {
+    std::string list;
+    for (const std::string &k : kinds)
+      list += (list.empty() ? "" : ", ") + k;
+    return r.fail(path + ".kind", "expected one of " + list + ", got \"" +
+                                      c.kind + "\"");
+  }
+  if (!r.integer(*o, path, "group_size", c.groupSize, 2) ||
+      !r.number(*o, path, "alpha_us", alphaUs, true, 0, false) ||
+      !r.number(*o, path, "beta_gbytes_per_s", betaGB, true, 0, true))
+    return false;
+  c.alpha = alphaUs * kMicro;
+  c.beta = betaGB * kGB;
+  return parseCollectiveSamples(r, *o, path, c);
+}
+
+bool parseCollectiveRows(Reader &r, const llvm::json::Object &cal,
+                         std::vector<CollectiveTiming> &rows) {
+  const llvm::json::Array *a = r.array(cal, "calibration", "collectives");
+  if (!a)
+    return false;
+  rows.assign(a->size(), CollectiveTiming());
+  for (size_t i = 0; i < a->size(); ++i) {
+    std::string path = "calibration.collectives[" + std::to_string(i) + "]";
+    if (!parseCollectiveRow(r, (*a)[i], path, rows[i]))
+      return false;
+    for (size_t j = 0; j < i; ++j)
+      if (rows[j].level == rows[i].level && rows[j].kind == rows[i].kind)
+        return r.fail(path, rows[i].kind + " on level \"" + rows[i].level +
+                                "\" given twice");
+  }
+  return true;
+}
+
+/// The "calibration" section (hpc-calibrate's raw measurements).
+bool parseCalibration(Reader &r, const llvm::json::Value &v, Calibration &cal) {
+  const llvm::json::Object *o = r.object(&v, "calibration");
+  if (!o || !r.onlyKeys(*o, "calibration",
+                        {"date", "ranks", "threads", "quick", "gemm", "conv",
+                         "memory", "kernel_overhead_us", "collectives"}))
+    return false;
+  double overheadUs = 0;
+  if (!r.string(*o, "calibration", "date", cal.date, true) ||
+      !r.integer(*o, "calibration", "ranks", cal.ranks) ||
+      !r.integer(*o, "calibration", "threads", cal.threads) ||
+      !r.boolean(*o, "calibration", "quick", cal.quick) ||
+      !parseKernelRows(r, *o, kGemmShape, cal.gemm) ||
+      !parseKernelRows(r, *o, kConvShape, cal.conv) ||
+      !parseMemoryRows(r, *o, cal.memory) ||
+      !r.number(*o, "calibration", "kernel_overhead_us", overheadUs, true, 0,
+                false) ||
+      !parseCollectiveRows(r, *o, cal.collectives))
+    return false;
+  cal.kernelOverhead = overheadUs * kMicro;
+  cal.present = true;
+  return true;
+}
+
 } // namespace
+
+const std::vector<std::string> &hpc::cost::calibrationCollectiveKinds() {
+  static const std::vector<std::string> kinds = {
+      "all_reduce", "reduce_scatter", "all_gather",
+      "all_to_all", "broadcast",      "send_recv"};
+  return kinds;
+}
 
 bool hpc::cost::clusterFromJSON(const std::string &text,
                                 const std::string &fileName, ClusterSpec &out,
@@ -272,7 +505,7 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
     return false;
   if (!r.onlyKeys(*root, "",
                   {"name", "nodes", "devices_per_node", "device", "links",
-                   "efficiency"}))
+                   "efficiency", "calibration"}))
     return false;
 
   ClusterSpec c;
@@ -364,6 +597,8 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
   if (c.nodes > 1 && !haveInter)
     return r.fail("links", "needs an \"inter-node\" level (nodes is " +
                                std::to_string(c.nodes) + ")");
+  c.hasIntraNode = haveIntra;
+  c.hasInterNode = haveInter;
   if (!haveIntra)
     c.intraNode = c.interNode.bandwidth > 0 ? c.interNode : LinkSpec{"none", 1e12, 0};
   if (!haveInter)
@@ -398,6 +633,9 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
                       "expected a fraction <= 1, got " + Reader::format(v));
     e.kernelOverhead = overheadUs * kMicro;
   }
+  if (const llvm::json::Value *cal = root->get("calibration"))
+    if (!parseCalibration(r, *cal, c.calibration))
+      return false;
   out = c;
   return true;
 }
@@ -429,7 +667,7 @@ bool hpc::cost::parseClusterSpec(const std::string &spec, ClusterSpec &out,
   if (!clusterFromJSON((*buffer)->getBuffer().str(), path.str(), out, error))
     return false;
   if (nodes > 0) {
-    if (nodes > 1 && out.nodes == 1 && out.interNode.name == out.intraNode.name) {
+    if (nodes > 1 && !out.hasInterNode) {
       error = spec + ": the file has no \"inter-node\" link level for " +
               std::to_string(nodes) + " nodes";
       return false;
@@ -439,6 +677,48 @@ bool hpc::cost::parseClusterSpec(const std::string &spec, ClusterSpec &out,
   }
   return true;
 }
+
+namespace {
+
+/// The "calibration" section, in the units and order parseCalibration reads.
+llvm::json::Object calibrationToJSON(const Calibration &cal) {
+  auto kernels = [](const std::vector<KernelTiming> &rows) {
+    llvm::json::Array a;
+    for (const KernelTiming &k : rows)
+      a.push_back(llvm::json::Object{{"name", k.name},
+                                     {"shape", llvm::json::Array(k.shape)},
+                                     {"dtype", dtypeName(k.dtype)},
+                                     {"seconds", k.seconds},
+                                     {"gflops", k.flopRate / kGB}});
+    return a;
+  };
+  llvm::json::Array memory, collectives;
+  for (const MemoryTiming &m : cal.memory)
+    memory.push_back(llvm::json::Object{{"kernel", m.kernel},
+                                        {"bytes", m.bytes},
+                                        {"seconds", m.seconds},
+                                        {"gbytes_per_s", m.bandwidth / kGB}});
+  for (const CollectiveTiming &c : cal.collectives)
+    collectives.push_back(
+        llvm::json::Object{{"level", c.level},
+                           {"kind", c.kind},
+                           {"group_size", c.groupSize},
+                           {"alpha_us", c.alpha / kMicro},
+                           {"beta_gbytes_per_s", c.beta / kGB},
+                           {"sizes_bytes", llvm::json::Array(c.sizes)},
+                           {"seconds", llvm::json::Array(c.seconds)}});
+  return llvm::json::Object{{"date", cal.date},
+                            {"ranks", cal.ranks},
+                            {"threads", cal.threads},
+                            {"quick", cal.quick},
+                            {"gemm", kernels(cal.gemm)},
+                            {"conv", kernels(cal.conv)},
+                            {"memory", std::move(memory)},
+                            {"kernel_overhead_us", cal.kernelOverhead / kMicro},
+                            {"collectives", std::move(collectives)}};
+}
+
+} // namespace
 
 std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
   llvm::json::Object peaks;
@@ -451,8 +731,10 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
                               {"latency_us", l.latency / kMicro}};
   };
   llvm::json::Array links;
-  links.push_back(link("intra-node", c.intraNode));
-  links.push_back(link("inter-node", c.interNode));
+  if (c.hasIntraNode)
+    links.push_back(link("intra-node", c.intraNode));
+  if (c.hasInterNode)
+    links.push_back(link("inter-node", c.interNode));
   llvm::json::Object root{
       {"name", c.name},
       {"nodes", c.nodes},
@@ -473,6 +755,8 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
                           {"kernel_overhead_us",
                            c.efficiency.kernelOverhead / kMicro},
                           {"overlap", c.efficiency.overlap}}}};
+  if (c.calibration.present)
+    root["calibration"] = calibrationToJSON(c.calibration);
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)));

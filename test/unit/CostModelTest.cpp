@@ -1,7 +1,8 @@
 //===- CostModelTest.cpp - cluster specs and the stage cost model ---------===//
 //
-// Presets and the JSON cluster format (including its error messages), the
-// alpha-beta collective formulas, ZeRO and activation memory against their
+// Presets and the JSON cluster format (including its error messages and the
+// "calibration" section of hpc-calibrate's files), the alpha-beta collective
+// formulas, ZeRO and activation memory against their
 // published formulas, and Megatron-LM's FLOP count.
 //
 //===----------------------------------------------------------------------===//
@@ -58,6 +59,25 @@ Layer gptBlock(double s, double h, double a) {
   l.tpBackwardAllReduce = 2 * s * h;
   l.tpDivisor = int64_t(a);
   return l;
+}
+
+/// A cluster file with one edit, and the error it must give.
+struct ErrorCase {
+  std::string from, to, message;
+};
+
+/// Each case applied to `good` must fail with its message (a prefix).
+template <size_t N> void expectErrors(const std::string &good, const ErrorCase (&cases)[N]) {
+  for (const ErrorCase &k : cases) {
+    std::string text = good;
+    size_t at = text.find(k.from);
+    ASSERT_NE(at, std::string::npos) << k.from;
+    text.replace(at, k.from.size(), k.to);
+    ClusterSpec c;
+    std::string error;
+    EXPECT_FALSE(clusterFromJSON(text, "c.json", c, error)) << k.message;
+    EXPECT_EQ(error.rfind(k.message, 0), 0u) << "got: " << error << "\nwant: " << k.message;
+  }
 }
 
 ClusterSpec preset(const std::string &name) {
@@ -136,10 +156,7 @@ TEST(ClusterTest, JSONErrorsNameTheField) {
   EXPECT_DOUBLE_EQ(c.device.reservedBytes, 2 * GiB);
   EXPECT_DOUBLE_EQ(c.interNode.latency, 5e-6);
 
-  struct Case {
-    std::string from, to, message;
-  };
-  const Case cases[] = {
+  const ErrorCase cases[] = {
       {"\"nodes\": 2", "\"nodes\": 0",
        "c.json: nodes: expected an integer >= 1, got 0"},
       {"\"nodes\": 2, ", "", "c.json: nodes: missing"},
@@ -158,15 +175,7 @@ TEST(ClusterTest, JSONErrorsNameTheField) {
       {"\"bf16\": 400", "\"bf16\": 0",
        "c.json: device.peak_tflops: needs at least one dtype with a peak > 0"},
   };
-  for (const Case &k : cases) {
-    std::string text = good;
-    size_t at = text.find(k.from);
-    ASSERT_NE(at, std::string::npos) << k.from;
-    text.replace(at, k.from.size(), k.to);
-    EXPECT_FALSE(clusterFromJSON(text, "c.json", c, error)) << k.message;
-    EXPECT_EQ(error.rfind(k.message, 0), 0u)
-        << "got: " << error << "\nwant: " << k.message;
-  }
+  expectErrors(good, cases);
   // Two nodes need an inter-node level.
   std::string oneLevel = good;
   size_t cut = oneLevel.find(",\n      {\"level\": \"inter-node\"");
@@ -176,6 +185,131 @@ TEST(ClusterTest, JSONErrorsNameTheField) {
   // Syntax errors say where.
   EXPECT_FALSE(clusterFromJSON("{\"nodes\": 2,", "c.json", c, error));
   EXPECT_EQ(error.rfind("c.json: invalid JSON: ", 0), 0u) << error;
+}
+
+/// A one-node, two-device calibrated cluster, as hpc-calibrate writes one.
+ClusterSpec calibratedCluster() {
+  ClusterSpec c;
+  c.name = "host";
+  c.devicesPerNode = 2;
+  c.device.kind = "Some CPU";
+  c.device.memoryBytes = 8 * GiB;
+  c.device.reservedBytes = 0.5 * GiB;
+  c.device.memoryBandwidth = 12.5e9;
+  c.device.peakFlops[int(DType::FP32)] = 150e9;
+  c.device.peakFlops[int(DType::BF16)] = 30e9;
+  c.intraNode = {"hpcrt-mpi", 3e9, 2e-6};
+  c.interNode = c.intraNode;
+  c.hasInterNode = false;
+  c.efficiency.matmul = c.efficiency.memory = 1;
+  c.efficiency.network = c.efficiency.networkInter = 1;
+  c.efficiency.kernelOverhead = 1.5e-6;
+  Calibration &cal = c.calibration;
+  cal.present = true;
+  cal.date = "2025-01-02T03:04:05Z";
+  cal.ranks = 2;
+  cal.threads = 1;
+  cal.quick = true;
+  cal.gemm = {{"square-512", {1, 512, 512, 512}, DType::FP32, 2e-3, 134e9},
+              {"square-256", {1, 256, 256, 256}, DType::BF16, 1e-3, 33.5e9}};
+  cal.conv = {{"resnet-3x3-64", {1, 64, 56, 56, 64, 3, 3, 1, 1}, DType::FP32, 4e-3, 57.8e9}};
+  cal.memory = {{"add", 3 << 22, 1e-3, 12.58e9}};
+  cal.kernelOverhead = 1.5e-6;
+  CollectiveTiming ar;
+  ar.level = "intra-node";
+  ar.kind = "all_reduce";
+  ar.groupSize = 2;
+  ar.alpha = 5e-6;
+  ar.beta = 2e9;
+  ar.sizes = {4096, 65536};
+  ar.seconds = {7e-6, 3.7e-5};
+  CollectiveTiming p2p = ar;
+  p2p.kind = "send_recv";
+  cal.collectives = {ar, p2p};
+  return c;
+}
+
+TEST(ClusterTest, CalibrationRoundTrip) {
+  ClusterSpec a = calibratedCluster();
+  std::string text = clusterToJSON(a), error;
+  // Only the levels the machine has are printed.
+  EXPECT_NE(text.find("\"intra-node\""), std::string::npos);
+  EXPECT_EQ(text.find("\"inter-node\""), std::string::npos);
+  ClusterSpec b;
+  ASSERT_TRUE(clusterFromJSON(text, "host.json", b, error)) << error;
+  EXPECT_TRUE(b.hasIntraNode);
+  EXPECT_FALSE(b.hasInterNode);
+  EXPECT_DOUBLE_EQ(b.interNode.bandwidth, a.intraNode.bandwidth);
+  EXPECT_DOUBLE_EQ(b.efficiency.kernelOverhead, 1.5e-6);
+  const Calibration &cal = b.calibration;
+  ASSERT_TRUE(cal.present);
+  EXPECT_EQ(cal.date, "2025-01-02T03:04:05Z");
+  EXPECT_EQ(cal.ranks, 2);
+  EXPECT_TRUE(cal.quick);
+  ASSERT_EQ(cal.gemm.size(), 2u);
+  EXPECT_EQ(cal.gemm[1].name, "square-256");
+  EXPECT_EQ(cal.gemm[1].dtype, DType::BF16);
+  EXPECT_EQ(cal.gemm[0].shape, (std::vector<int64_t>{1, 512, 512, 512}));
+  EXPECT_DOUBLE_EQ(cal.gemm[0].flopRate, 134e9);
+  ASSERT_EQ(cal.conv.size(), 1u);
+  EXPECT_EQ(cal.conv[0].shape.back(), 1);
+  ASSERT_EQ(cal.memory.size(), 1u);
+  EXPECT_EQ(cal.memory[0].bytes, 3 << 22);
+  EXPECT_DOUBLE_EQ(cal.memory[0].bandwidth, 12.58e9);
+  EXPECT_DOUBLE_EQ(cal.kernelOverhead, 1.5e-6);
+  ASSERT_EQ(cal.collectives.size(), 2u);
+  EXPECT_EQ(cal.collectives[1].kind, "send_recv");
+  EXPECT_DOUBLE_EQ(cal.collectives[0].alpha, 5e-6);
+  EXPECT_DOUBLE_EQ(cal.collectives[0].beta, 2e9);
+  EXPECT_EQ(cal.collectives[0].sizes, (std::vector<int64_t>{4096, 65536}));
+  // Printing what was read gives the same text.
+  EXPECT_EQ(clusterToJSON(b), text);
+  // A file without the section has none, and prints none.
+  ClusterSpec p = preset("dgx-h100:2"), q;
+  ASSERT_TRUE(clusterFromJSON(clusterToJSON(p), "p.json", q, error)) << error;
+  EXPECT_FALSE(q.calibration.present);
+  EXPECT_EQ(clusterToJSON(q).find("calibration"), std::string::npos);
+}
+
+TEST(ClusterTest, CalibrationErrorsNameTheField) {
+  const std::string good = clusterToJSON(calibratedCluster());
+  ClusterSpec c;
+  std::string error;
+  ASSERT_TRUE(clusterFromJSON(good, "c.json", c, error)) << error;
+  const ErrorCase cases[] = {
+      {"\"gflops\": 134", "\"gflops\": -134",
+       "c.json: calibration.gemm[0].gflops: expected a number > 0, got -134"},
+      {"\"dtype\": \"bf16\"", "\"dtype\": \"int4\"",
+       "c.json: calibration.gemm[1].dtype: expected fp32, tf32, bf16, fp16 or fp8, "
+       "got \"int4\""},
+      {"\"quick\": true", "\"quick\": 1",
+       "c.json: calibration.quick: expected true or false"},
+      {"\"quick\": true", "\"quick\": true,\n    \"notes\": 1",
+       "c.json: calibration.notes: unknown field"},
+      {"\"kind\": \"send_recv\"", "\"kind\": \"gather\"",
+       "c.json: calibration.collectives[1].kind: expected one of all_reduce, "},
+      {"\"kind\": \"send_recv\"", "\"kind\": \"all_reduce\"",
+       "c.json: calibration.collectives[1]: all_reduce on level \"intra-node\" "
+       "given twice"},
+      {"\"group_size\": 2", "\"group_size\": 1",
+       "c.json: calibration.collectives[0].group_size: expected an integer >= 2, got 1"},
+      {"\"kernel\": \"add\"", "\"kernel\": \"add\", \"gbps\": 3",
+       "c.json: calibration.memory[0].gbps: unknown field"},
+      {"\"date\": \"2025-01-02T03:04:05Z\",", "",
+       "c.json: calibration.date: missing"},
+  };
+  expectErrors(good, cases);
+  // A shape of the wrong length, and times that do not match the sizes.
+  ClusterSpec bad = calibratedCluster();
+  bad.calibration.conv[0].shape.pop_back();
+  EXPECT_FALSE(clusterFromJSON(clusterToJSON(bad), "c.json", c, error));
+  EXPECT_EQ(error, "c.json: calibration.conv[0].shape: expected 9 integers (n, c, h, "
+                   "w, out_channels, kernel_h, kernel_w, stride, pad), got 8");
+  bad = calibratedCluster();
+  bad.calibration.collectives[0].seconds.pop_back();
+  EXPECT_FALSE(clusterFromJSON(clusterToJSON(bad), "c.json", c, error));
+  EXPECT_EQ(error, "c.json: calibration.collectives[0].seconds: expected 2 times "
+                   "(one per size), got 1");
 }
 
 TEST(CostModelTest, Collectives) {

@@ -6,7 +6,9 @@
 // NVLink/NVSwitch, HCCS; inter-node: InfiniBand, RoCE) with their bandwidth
 // and latency. A cluster comes from a preset (`dgx-a100-80g:128`) or a JSON
 // file; docs/cost-model.md documents the format and where the preset figures
-// come from.
+// come from. A file written by hpc-calibrate also carries the raw
+// measurements it was made from (Calibration), which the reader checks and
+// the writer prints back.
 //
 // Plain C++ (no MLIR headers): the search and its unit tests use it directly.
 //
@@ -62,6 +64,61 @@ struct Efficiency {
   double overlap = 1.0;         ///< fraction of gradient sync that may hide under backward
 };
 
+/// One timed product or convolution of a calibration run.
+struct KernelTiming {
+  std::string name;           ///< e.g. "square-512", "gpt2s-mlp-fc"
+  /// gemm: batch, m, k, n; conv: n, c, h, w, out_channels, kernel_h,
+  /// kernel_w, stride, pad (docs/cost-model.md, "Calibration (hpc-calibrate)").
+  std::vector<int64_t> shape;
+  DType dtype = DType::FP32;
+  double seconds = 0;         ///< per call (> 0)
+  double flopRate = 0;        ///< FLOP/s achieved (> 0)
+};
+
+/// One timed memory-bound kernel: the bytes it reads and writes per call.
+struct MemoryTiming {
+  std::string kernel;         ///< e.g. "add"
+  int64_t bytes = 0;          ///< read + written per call
+  double seconds = 0;         ///< per call
+  double bandwidth = 0;       ///< bytes/s achieved
+};
+
+/// One collective (or point-to-point "send_recv") of one topology level,
+/// timed at several message sizes and fitted to t(n) = alpha + n / beta.
+struct CollectiveTiming {
+  std::string level;          ///< "intra-node" or "inter-node"
+  std::string kind;           ///< all_reduce, reduce_scatter, all_gather,
+                              ///< all_to_all, broadcast, send_recv
+  int64_t groupSize = 2;      ///< ranks taking part
+  double alpha = 0;           ///< seconds
+  double beta = 0;            ///< bytes/s
+  std::vector<int64_t> sizes; ///< message bytes measured
+  std::vector<double> seconds; ///< time per call at each size
+};
+
+/// Names of the collective kinds a CollectiveTiming may have.
+const std::vector<std::string> &calibrationCollectiveKinds();
+
+/// The raw measurements behind a calibrated cluster file (hpc-calibrate).
+/// The cost model reads the summary fields of ClusterSpec; these tables are
+/// kept so that later models can use them.
+struct Calibration {
+  bool present = false;       ///< the file had a "calibration" section
+  std::string date;           ///< when it was measured (ISO 8601, UTC)
+  int64_t ranks = 1;          ///< MPI ranks of the run
+  int64_t threads = 1;        ///< kernel threads per rank
+  bool quick = false;         ///< --quick: few sizes and repetitions
+  std::vector<KernelTiming> gemm, conv;
+  std::vector<MemoryTiming> memory;
+  double kernelOverhead = 0;  ///< seconds of a tiny kernel call
+  std::vector<CollectiveTiming> collectives;
+};
+
+/// The factors fitted to Megatron-LM's weak-scaling table (Narayanan et
+/// al., SC'21, Table 1) by `scripts/bench_search.py --calibrate`: every
+/// preset's, and a cluster file's where it gives no `efficiency`.
+Efficiency calibratedEfficiency();
+
 /// A whole machine: `nodes` nodes of `devicesPerNode` identical devices.
 struct ClusterSpec {
   std::string name;          ///< preset spelling ("dgx-a100-80g:128") or file name
@@ -70,7 +127,12 @@ struct ClusterSpec {
   DeviceSpec device;
   LinkSpec intraNode;        ///< level 0: devices in one node
   LinkSpec interNode;        ///< level 1: between nodes (unused with one node)
+  /// Whether the levels are the machine's own: a file may leave one out
+  /// (then the other's figures stand in for it) and clusterToJSON prints
+  /// only the levels that are.
+  bool hasIntraNode = true, hasInterNode = true;
   Efficiency efficiency;
+  Calibration calibration;   ///< present only in hpc-calibrate's files
 
   int64_t numDevices() const { return nodes * devicesPerNode; }
 };

@@ -1,0 +1,74 @@
+//===- Calibrate.h - hpc-calibrate's measurements ---------------*- C++ -*-===//
+//
+// The seam between hpc-calibrate's driver (hpc-calibrate.cpp: flags, the
+// re-exec under mpirun, the cluster file) and its two measuring halves:
+// KernelBench.cpp times libhpcrt's kernels through their C entry points,
+// CommBench.cpp the runtime's MPI communicators per topology level. Both
+// halves include runtime headers (compiled with exceptions); this header is
+// plain C++ so that the driver stays free of them. Results are the raw
+// tables of hpc::cost::Calibration (Cluster.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_CALIBRATE_CALIBRATE_H
+#define HPC_CALIBRATE_CALIBRATE_H
+
+#include "hpc/CostModel/Cluster.h"
+
+#include <string>
+#include <vector>
+
+namespace hpc {
+namespace calibrate {
+
+/// How much to measure.
+struct RunOptions {
+  bool quick = false; ///< few sizes and repetitions (tests)
+  int threads = 1;    ///< kernel threads per rank
+};
+
+/// Times the runtime's kernels on this rank: GEMMs (f32 and bf16), the
+/// convolutions, the memory-bound adds and the time of a tiny kernel call,
+/// into `out.gemm`, `out.conv`, `out.memory` and `out.kernelOverhead`.
+/// False and a one-line reason when a kernel fails.
+bool measureKernels(const RunOptions &options, cost::Calibration &out,
+                    std::string &error);
+
+/// This process's place in the job: the MPI world grouped into nodes by
+/// host name, or one process without MPI when mpirun did not start it.
+struct World {
+  bool mpi = false;      ///< MPI_Init was called
+  int rank = 0, size = 1;
+  int nodes = 1;         ///< distinct host names
+  int node = 0;          ///< this rank's node (order of first appearance)
+  int localRank = 0;     ///< this rank's index among its node's ranks
+  int ranksOnNode = 1;   ///< ranks on rank 0's node
+  bool uniform = true;   ///< every node holds ranksOnNode ranks
+  std::string host;      ///< rank 0's host name
+};
+
+/// Whether mpirun started this process (OMPI_COMM_WORLD_SIZE is set); the
+/// world size it announces (1 otherwise).
+bool underMpirun(int &worldSize, int &worldRank);
+
+/// MPI_Init (under mpirun) and the node layout. False and a reason when
+/// MPI fails.
+bool startWorld(World &world, std::string &error);
+/// MPI_Finalize (when MPI_Init was called).
+void finishWorld(const World &world);
+/// The lowest rank where `failed` is true, or -1 (collective).
+int firstFailure(const World &world, bool failed);
+
+/// Times every collective and send/recv of the runtime's MPI communicator
+/// on each level the world has (intra-node: inside a node holding more than
+/// one rank; inter-node: among the ranks of one local index when there are
+/// several nodes), fitted to alpha + n / beta. Collective; the rows of rank
+/// 0's groups land in `out` on rank 0. A failing rank prints its line and
+/// aborts the job (MPI_Abort), as the runtime's collectives do.
+void measureCollectives(const World &world, const RunOptions &options,
+                        std::vector<cost::CollectiveTiming> &out);
+
+} // namespace calibrate
+} // namespace hpc
+
+#endif // HPC_CALIBRATE_CALIBRATE_H
