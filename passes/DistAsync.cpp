@@ -6,7 +6,14 @@
 // (the runtime's communication thread does the moving). The traffic is
 // unchanged; the starts keep their relative order, which every rank shares.
 //
+// "First use" looks through re-layouts (Relayouts.h): the reshapes and transposes that
+// only bring a result to the shape its real user wants (a reduced weight
+// gradient reshaped for its optimizer update at the end of the step) move
+// with the wait, so the wait lands at the first op that needs the data.
+//
 //===----------------------------------------------------------------------===//
+
+#include "Relayouts.h"
 
 #include "Dist/DistOps.h"
 #include "hpc/Passes.h"
@@ -58,16 +65,14 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
     });
     for (Operation *op : collectives) {
       Value result = op->getResult(0);
-      // The first user in the block (users elsewhere wait where the op was).
-      Operation *first = nullptr;
-      for (Operation *user : result.getUsers()) {
-        Operation *inBlock = op->getBlock()->findAncestorOpInBlock(*user);
-        if (!inBlock) {
-          first = op->getNextNode();
-          break;
-        }
-        if (!first || inBlock->isBeforeInBlock(first))
-          first = inBlock;
+      // The first real user in the block (users elsewhere wait where the op
+      // was, and nothing moves).
+      llvm::SetVector<Operation *> chain = hpc::relayoutsOf(result, op->getBlock());
+      bool outside = false;
+      Operation *first = hpc::firstRealUse(result, op->getBlock(), chain, outside);
+      if (outside) {
+        first = op->getNextNode();
+        chain.clear();
       }
       // Start as early as the operand allows: right after its definition
       // (dist-partition places a collective just before the op that needs
@@ -89,6 +94,9 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
       b.setInsertionPoint(first ? first : op->getNextNode());
       auto wait = WaitOp::create(b, op->getLoc(), result.getType(), start->getResult(0));
       result.replaceAllUsesWith(wait.getResult());
+      // The re-layouts follow the wait (a chain has users: `first` is set).
+      if (!chain.empty())
+        hpc::moveRelayouts(chain, wait, first);
       op->erase();
     }
   }

@@ -38,4 +38,23 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
     %a = hpc.add %s, %n : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     return %a : tensor<4x8xf32>
   }
+
+  // The reshape and transpose that only re-lay out a reduced gradient for
+  // its real user follow the wait there, so the all_reduce runs under the
+  // matmul before it.
+  // CHECK-LABEL: func.func @relayouts
+  // CHECK: %[[T:.+]] = dist.all_reduce_start %arg0
+  // CHECK-NEXT: %[[M:.+]] = hpc.matmul %arg1, %arg2
+  // CHECK-NEXT: %[[S:.+]] = dist.wait %[[T]]
+  // CHECK-NEXT: %[[RS:.+]] = hpc.reshape %[[S]]
+  // CHECK-NEXT: %[[TR:.+]] = hpc.transpose %[[RS]]
+  // CHECK-NEXT: hpc.add %[[TR]], %[[M]]
+  func.func @relayouts(%g: tensor<1x4x8xf32>, %x: tensor<8x8xf32>, %y: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %s = dist.all_reduce %g over ["tp"] sum : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+    %r = hpc.reshape %s {shape = array<i64: 4, 8>} : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
+    %t = hpc.transpose %r {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    %m = hpc.matmul %x, %y : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %a = hpc.add %t, %m : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %a : tensor<8x4xf32>
+  }
 }
