@@ -513,6 +513,48 @@ def DistCommReport : Pass<"dist-comm-report", "mlir::ModuleOp"> {
   }];
 }
 
+def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
+  let summary = "Fuse the all-reduces of a per-rank program into buckets";
+  let description = [{
+    Fuses the gradient all-reduces of a partitioned train step (any
+    all-reduces whose results are not used before the others are ready) into
+    buckets of at most `bucket-bytes`, in the order their operands are ready:
+    the members are flattened and concatenated, reduced by one all_reduce
+    right after the last member's operand, and split back. Same axes,
+    reduction and element type; compressed collectives stay alone.
+    `dist.bytes_per_rank` is recounted. Before:
+
+    ```mlir
+    %ga = ... : tensor<4x8xf32>
+    %ra = dist.all_reduce %ga over ["dp"] sum : tensor<4x8xf32> -> tensor<4x8xf32>
+    %gb = ... : tensor<8xf32>
+    %rb = dist.all_reduce %gb over ["dp"] sum : tensor<8xf32> -> tensor<8xf32>
+    hpc.sgd_update %wa, %ra, ...
+    hpc.sgd_update %wb, %rb, ...
+    ```
+
+    After:
+
+    ```mlir
+    %fa = hpc.reshape %ga {shape = array<i64: 32>} : (tensor<4x8xf32>) -> tensor<32xf32>
+    %fb = hpc.reshape %gb {shape = array<i64: 8>} : (tensor<8xf32>) -> tensor<8xf32>
+    %c = hpc.concat %fa, %fb {axis = 0 : i64} : (tensor<32xf32>, tensor<8xf32>) -> tensor<40xf32>
+    %r = dist.all_reduce %c over ["dp"] sum : tensor<40xf32> -> tensor<40xf32>
+    %pa, %pb = hpc.split %r {axis = 0 : i64, sizes = array<i64: 32, 8>} : ...
+    %ra = hpc.reshape %pa {shape = array<i64: 4, 8>} : (tensor<32xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "Most bytes of one bucket's all_reduce (0: no buckets)">
+  ];
+  let statistics = [
+    Statistic<"buckets", "buckets", "All-reduces that several were fused into">,
+    Statistic<"fused", "fused", "All-reduces fused into a bucket">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
+}
+
 def DistAsyncCollectives : Pass<"dist-async-collectives", "mlir::ModuleOp"> {
   let summary = "Start collectives as early as possible and wait right before the first use";
   let description = [{

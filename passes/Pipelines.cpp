@@ -17,8 +17,14 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
   }
-  if (!options.mesh.empty())
-    buildPartitionPipeline(pm, options.mesh, options.shard, options.asyncCollectives);
+  if (!options.mesh.empty()) {
+    // Buckets for a train step's gradients; an inference program's
+    // collectives feed the op after them.
+    int64_t bucketBytes =
+        options.train ? static_cast<int64_t>(options.bucketMb * 1024 * 1024) : 0;
+    bool async = options.asyncCollectives || (options.train && options.overlap);
+    buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes);
+  }
   // After the train step, whose backward products are cast too, and after
   // partitioning: the partitioner then unfuses QKV projections as in fp32 and
   // reduces partial sums (gradients among them) in f32, as PyTorch does.
@@ -80,7 +86,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
 
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
-                                 bool asyncCollectives) {
+                                 bool asyncCollectives, int64_t bucketBytes) {
   DistPropagateOptions propagate;
   propagate.mesh = mesh.str();
   propagate.shard = llvm::to_vector(shard);
@@ -88,6 +94,11 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   pm.addPass(createDistPartition());
   // Collectives that undo each other (slice then gather) fold away.
   pm.addPass(mlir::createCanonicalizerPass());
+  if (bucketBytes > 0) {
+    DistBucketOptions bucket;
+    bucket.bucketBytes = bucketBytes;
+    pm.addPass(createDistBucket(bucket));
+  }
   if (asyncCollectives)
     pm.addPass(createDistAsyncCollectives());
 }

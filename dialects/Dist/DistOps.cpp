@@ -29,7 +29,7 @@ int64_t hpc::dist::groupSize(MeshAttr mesh, ArrayRef<StringRef> axes) {
   return g;
 }
 
-static int64_t bytesOf(Type type) {
+int64_t hpc::dist::bytesOf(Type type) {
   auto t = cast<RankedTensorType>(type);
   int64_t bits = t.getElementType().isInteger(1) ? 8 : t.getElementTypeBitWidth();
   return t.getNumElements() * bits / 8;
@@ -62,6 +62,12 @@ static std::optional<int64_t> either(Operation *op, F &&bytes) {
   if (auto o = dyn_cast<StartOp>(op))
     return bytes(o, cast<TokenType>(o.getToken().getType()).getPayload());
   return std::nullopt;
+}
+
+int64_t hpc::dist::bytesSentByRankZeroIn(Operation *root) {
+  int64_t bytes = 0;
+  root->walk([&](Operation *op) { bytes += bytesSentByRankZero(op); });
+  return bytes;
 }
 
 int64_t hpc::dist::bytesSentByRankZero(Operation *op) {

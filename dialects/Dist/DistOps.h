@@ -51,6 +51,12 @@ int64_t groupSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
 /// reports and tests compare with the runtime's counters.
 int64_t bytesSentByRankZero(mlir::Operation *op);
 
+/// bytesSentByRankZero summed over every op nested in `root`.
+int64_t bytesSentByRankZeroIn(mlir::Operation *root);
+
+/// Bytes of a ranked tensor type's data (i1 as one byte per element).
+int64_t bytesOf(mlir::Type type);
+
 } // namespace hpc::dist
 
 #endif // HPC_DIALECT_DIST_DISTOPS_H

@@ -36,6 +36,17 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "async-collectives",
       llvm::cl::desc("With mesh: start collectives early, wait at first use"),
       llvm::cl::init(false)};
+  Option<bool> overlap{
+      *this, "overlap",
+      llvm::cl::desc("With train and mesh: start every (bucketed) gradient collective as "
+                     "soon as its operand is ready and wait at its first real use "
+                     "(dist-async-collectives); false: blocking collectives"),
+      llvm::cl::init(true)};
+  Option<double> bucketMb{
+      *this, "bucket-mb",
+      llvm::cl::desc("With train and mesh: fuse gradient all-reduces into buckets of at "
+                     "most this many MiB (dist-bucket; 0: one all-reduce per gradient)"),
+      llvm::cl::init(25.0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "
                                    "and activations into gemm/conv epilogues"),
@@ -120,10 +131,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
-/// then dist-partition (and dist-async-collectives when `asyncCollectives`).
+/// then dist-partition, dist-bucket when `bucketBytes` > 0, and
+/// dist-async-collectives when `asyncCollectives`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
-                            bool asyncCollectives = false);
+                            bool asyncCollectives = false, int64_t bucketBytes = 0);
 
 /// Registers the pipelines under their command-line names.
 void registerPipelines();

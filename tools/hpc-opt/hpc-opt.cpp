@@ -111,6 +111,20 @@ static llvm::cl::opt<bool> asyncCollectives(
                    "kernels in between overlap with the communication"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<bool> noOverlap(
+    "no-overlap",
+    llvm::cl::desc("With --train and --mesh: blocking collectives (by default each "
+                   "gradient bucket's all-reduce starts as soon as its last gradient "
+                   "is computed and is waited for at its first use)"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
+static llvm::cl::opt<double> bucketMb(
+    "bucket-mb",
+    llvm::cl::desc("With --train and --mesh: fuse the gradient all-reduces into buckets "
+                   "of at most this many MiB, in the order the backward pass finishes "
+                   "them (0: one all-reduce per gradient)"),
+    llvm::cl::init(25.0), llvm::cl::cat(compileCategory));
+
 static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains, and "
                               "bias adds and activations out of gemm/conv epilogues"),
@@ -337,6 +351,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;
+  options.bucketMb = bucketMb;
+  options.overlap = !noOverlap;
   trainOptions(options);
   if (!clusterSpec.empty()) {
     // Search (or evaluate --mesh) first; a searched plan is restricted to
@@ -464,8 +480,11 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       matchTrainStep(options);
       pm.addPass(hpc::createDistSearch(options));
     } else {
-      hpc::buildPartitionPipeline(pm, meshSpec, llvm::to_vector(shardSpecs),
-                                  asyncCollectives);
+      // A train step's gradients in buckets, overlapped, as hpc-compile does.
+      hpc::buildPartitionPipeline(
+          pm, meshSpec, llvm::to_vector(shardSpecs),
+          asyncCollectives || (trainFlag && !noOverlap),
+          trainFlag ? static_cast<int64_t>(bucketMb * 1024 * 1024) : 0);
     }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
@@ -529,6 +548,11 @@ int main(int argc, char **argv) {
     return userError("--shard needs --mesh");
   if (asyncCollectives && meshSpec.empty())
     return userError("--async-collectives needs --mesh");
+  if (asyncCollectives && noOverlap)
+    return userError("--async-collectives and --no-overlap contradict each other");
+  if (!(bucketMb >= 0) || bucketMb > 1e6)
+    return userError("--bucket-mb must be a number of MiB from 0 to 1e6, not " +
+                     std::to_string(bucketMb.getValue()));
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())

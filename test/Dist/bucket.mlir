@@ -1,0 +1,51 @@
+// RUN: hpc-opt %s --dist-bucket | FileCheck %s
+// RUN: hpc-opt %s --dist-bucket | FileCheck %s --check-prefix=BYTES
+// RUN: hpc-opt %s --dist-bucket=bucket-bytes=160 | FileCheck %s --check-prefix=FITS
+// RUN: hpc-opt %s --dist-bucket=bucket-bytes=150 | FileCheck %s --check-prefix=OFF
+// RUN: hpc-opt %s --dist-bucket=bucket-bytes=0 | FileCheck %s --check-prefix=OFF
+
+// Gradient all-reduces whose results are needed only at the end fuse into
+// one, in the order their operands are ready, right after the last one; the
+// reshape that re-lays out a result for its use follows the bucket. The
+// all-reduce the next op consumes at once stays alone, and so do other axes
+// and element types. Bytes per rank are recounted (ring of 2: the bucket's
+// bytes: 40 floats in the bucket, 4 alone, and the bf16 one's 16 bytes: 192).
+// BYTES: dist.bytes_per_rank = 192 : i64
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[A:.+]] = hpc.relu %arg0 : tensor<4x8xf32>
+// CHECK: %[[L:.+]] = dist.all_reduce %{{.+}} over ["dp"] sum : tensor<4xf32>
+// CHECK-NEXT: hpc.neg %[[L]]
+// CHECK: %[[B:.+]] = hpc.relu %arg1 : tensor<8xf32>
+// CHECK-NEXT: %[[FA:.+]] = hpc.reshape %[[A]] {shape = array<i64: 32>}
+// CHECK-NEXT: %[[C:.+]] = hpc.concat %[[FA]], %[[B]] {axis = 0 : i64} : (tensor<32xf32>, tensor<8xf32>) -> tensor<40xf32>
+// CHECK-NEXT: %[[R:.+]] = dist.all_reduce %[[C]] over ["dp"] sum : tensor<40xf32> -> tensor<40xf32>
+// CHECK-NEXT: %[[S:.+]]:2 = hpc.split %[[R]] {axis = 0 : i64, sizes = array<i64: 32, 8>}
+// CHECK-NEXT: %[[RA:.+]] = hpc.reshape %[[S]]#0 {shape = array<i64: 4, 8>}
+// CHECK-NEXT: hpc.transpose %[[RA]]
+// CHECK: dist.all_reduce %{{.+}} over ["dp"] sum : tensor<8xbf16>
+// CHECK-NOT: dist.all_reduce
+// CHECK: return
+
+// At most 160 bytes a bucket: the 128-byte gradient and the 32-byte one fit
+// together exactly; at 150 (or 0: off) nothing fits with another.
+// FITS: dist.all_reduce %{{.+}} : tensor<40xf32>
+// OFF-NOT: hpc.concat
+
+module attributes {dist.bytes_per_rank = 0 : i64, dist.mesh = #dist.mesh<dp = 2 : intra_node>} {
+  func.func @main(%x: tensor<4x8xf32>, %y: tensor<8xf32>, %z: tensor<4xf32>, %h: tensor<8xbf16>)
+      -> (tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xbf16>) {
+    %ga = hpc.relu %x : tensor<4x8xf32>
+    %ra = dist.all_reduce %ga over ["dp"] sum : tensor<4x8xf32> -> tensor<4x8xf32>
+    %ta = hpc.transpose %ra {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    %gl = hpc.relu %z : tensor<4xf32>
+    %rl = dist.all_reduce %gl over ["dp"] sum : tensor<4xf32> -> tensor<4xf32>
+    %nl = hpc.neg %rl : tensor<4xf32>
+    %gb = hpc.relu %y : tensor<8xf32>
+    %rb = dist.all_reduce %gb over ["dp"] sum : tensor<8xf32> -> tensor<8xf32>
+    %gh = hpc.relu %h : tensor<8xbf16>
+    %rh = dist.all_reduce %gh over ["dp"] sum : tensor<8xbf16> -> tensor<8xbf16>
+    %sum = hpc.add %ta, %ta : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %sum, %rb, %nl, %rh : tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xbf16>
+  }
+}
