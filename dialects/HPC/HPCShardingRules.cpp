@@ -403,7 +403,54 @@ static ShardingRule axisIndexedRule(Operation *op, int64_t axis) {
 }
 
 ShardingRule GatherElementsOp::getShardingRule() { return axisIndexedRule(*this, getAxis()); }
-ShardingRule ScatterElementsOp::getShardingRule() { return axisIndexedRule(*this, getAxis()); }
+/// Whether `v` is an hpc.constant whose every element is zero.
+static bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto splat = c ? dyn_cast<SplatElementsAttr>(c.getValue()) : nullptr;
+  if (!splat)
+    return false;
+  if (isa<FloatType>(splat.getElementType()))
+    return splat.getSplatValue<APFloat>().isZero();
+  return splat.getSplatValue<APInt>().isZero();
+}
+
+/// A scatter-add into zeros (the gradient of a gather: an embedding's) sums
+/// its updates, so the updates' scatter axis is a reduction: with a split
+/// batch each rank scatters its own rows and the result stays a partial
+/// sum, reduced like any weight gradient, instead of every rank gathering
+/// the batch's rows first. That reduction moves 2(g-1)/g of the result, the
+/// gather (g-1)/g of the indices and updates: the rule takes the cheaper
+/// (a small batch of a large vocabulary keeps the gather). Any other
+/// scatter needs its axis whole.
+ShardingRule ScatterElementsOp::getShardingRule() {
+  ArrayRef<int64_t> data = shapeOf(getInput()), upd = shapeOf(getUpdates());
+  int64_t rank = data.size();
+  int64_t axis = positiveAxis(getAxis(), rank);
+  bool sameOffAxis = llvm::all_of(llvm::seq<int64_t>(0, rank),
+                                  [&](int64_t d) { return d == axis || data[d] == upd[d]; });
+  auto bytes = [](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getNumElements() * int64_t((t.getElementTypeBitWidth() + 7) / 8);
+  };
+  bool reduceIsCheaper = 2 * bytes(getResult()) < bytes(getIndices()) + bytes(getUpdates());
+  if (getReduction() != "add" || !sameOffAxis || !reduceIsCheaper ||
+      !isZeroConstant(getInput()))
+    return axisIndexedRule(*this, getAxis());
+  ShardingRule rule;
+  SmallVector<int64_t> dataDims, updDims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) {
+      dataDims.push_back(rule.addFactor(data[d], Kind::NeedsReplication));
+      updDims.push_back(rule.addFactor(upd[d], Kind::Reduction));
+    } else {
+      dataDims.push_back(rule.addFactor(data[d]));
+      updDims.push_back(dataDims.back());
+    }
+  }
+  rule.operandDims = {dataDims, updDims, updDims};
+  rule.resultDims = {dataDims};
+  return rule;
+}
 
 ShardingRule OneHotOp::getShardingRule() {
   ShardingRule rule;
