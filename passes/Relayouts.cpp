@@ -14,7 +14,7 @@ namespace {
 
 void collect(Value v, Block *block, llvm::SetVector<Operation *> &chain) {
   for (Operation *user : v.getUsers()) {
-    bool relayout = hpc::isViewOp(user) || isa<hpc::TransposeOp>(user);
+    bool relayout = hpc::isViewOp(user) || isa<hpc::TransposeOp, hpc::SplitOp>(user);
     if (user->getBlock() != block || user->getNumOperands() != 1 || !relayout ||
         !chain.insert(user))
       continue;

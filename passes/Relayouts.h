@@ -4,8 +4,9 @@
 // after its collective, to the shape its optimizer update wants at the end
 // of the step. Where a collective's result is first really needed, and so
 // how late it may be waited for or fused with others (dist-async-collectives,
-// dist-bucket), looks through those re-layouts: views (hpc::isViewOp) and
-// transposes of the one value, which may always move later with it.
+// dist-bucket), looks through those re-layouts: views (hpc::isViewOp),
+// transposes and splits (a bucket's pieces) of the one value, which may
+// always move later with it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +20,7 @@
 namespace hpc {
 
 /// The ops of `block` that only re-lay out `v`, transitively: views
-/// (reshape, ...) and transposes.
+/// (reshape, ...), transposes and splits.
 llvm::SetVector<mlir::Operation *> relayoutsOf(mlir::Value v, mlir::Block *block);
 
 /// The first op of `block` that uses `v` or a result of `chain` and is not
