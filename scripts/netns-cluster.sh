@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #===- scripts/netns-cluster.sh - a two-node cluster on one machine ---------===#
 #
-# usage: netns-cluster.sh up   [--name NAME] [--nodes K] [--rate RATE|none]
+# usage: netns-cluster.sh up   [--name NAME] [--nodes K] [--rate RATE|none] [--cpus split|all]
 #        netns-cluster.sh run  [--name NAME] -n N [--per-node P] [--mpi-arg A]... [--] CMD...
 #        netns-cluster.sh stats [--name NAME]
 #        netns-cluster.sh down [--name NAME]
@@ -10,7 +10,12 @@
 # Each node is a network namespace (with a host name of its own when OpenMPI
 # enters it); the nodes' links meet on a bridge in a third, "switch"
 # namespace, and every node's egress is shaped with tc's token bucket to RATE
-# (default 1gbit), so node-to-node traffic is really scarce. `run` starts
+# (default 1gbit), so node-to-node traffic is really scarce. Each node gets
+# its own share of this machine's cores (--cpus split, the default: node k
+# the k-th of K equal slices; every process of a node is confined to them,
+# and OpenMPI does not bind, since each node's daemon would otherwise bind
+# its first rank to "its" core 0, the same core on every node); --cpus all
+# lets every node's ranks float over every core. `run` starts
 # OpenMPI's mpirun inside the first node, with a plm_rsh_agent script that
 # enters the other nodes' namespaces: ranks on one node use shared memory
 # (vader), ranks on different nodes TCP over the shaped link. Ranks are
@@ -49,6 +54,7 @@ cmd=$1; shift
 
 nodes=2
 rate=1gbit
+cpus=split
 ranks=
 per_node=
 mpi_args=()
@@ -57,6 +63,7 @@ while [ $# -gt 0 ]; do
     --name) [ $# -ge 2 ] || die "--name needs a value"; name=$2; shift 2 ;;
     --nodes) [ $# -ge 2 ] || die "--nodes needs a value"; nodes=$2; shift 2 ;;
     --rate) [ $# -ge 2 ] || die "--rate needs a value"; rate=$2; shift 2 ;;
+    --cpus) [ $# -ge 2 ] || die "--cpus needs a value"; cpus=$2; shift 2 ;;
     -n|-np) [ $# -ge 2 ] || die "$1 needs a value"; ranks=$2; shift 2 ;;
     --per-node) [ $# -ge 2 ] || die "--per-node needs a value"; per_node=$2; shift 2 ;;
     --mpi-arg) [ $# -ge 2 ] || die "--mpi-arg needs a value"; mpi_args+=("$2"); shift 2 ;;
@@ -106,6 +113,34 @@ down() {
   rm -f "$state_root/.index.$HPC_NETNS_INDEX"
 }
 
+# The CPUs this process may run on, one per line ("0-3,6" expanded).
+allowed_cpus() {
+  local list range a b
+  list=$(taskset -cp $$ | sed 's/.*: *//')
+  IFS=, read -ra range <<< "$list"
+  for r in "${range[@]}"; do
+    a=${r%-*}; b=${r#*-}
+    for ((c = a; c <= b; c++)); do echo "$c"; done
+  done
+}
+
+# Node i's CPUs (a taskset list) for K nodes: the i-th of K equal slices of
+# the allowed CPUs, or one CPU shared round-robin when there are fewer CPUs
+# than nodes; "all" for --cpus all.
+node_cpus() {
+  local i=$1 k=$2
+  [ "$cpus" = all ] && { echo all; return; }
+  local all; mapfile -t all < <(allowed_cpus)
+  local n=${#all[@]}
+  if [ "$n" -lt "$k" ]; then
+    echo "${all[$((i % n))]}"
+    return
+  fi
+  local lo=$((i * n / k)) hi=$(((i + 1) * n / k)) out=
+  for ((c = lo; c < hi; c++)); do out=${out:+$out,}${all[$c]}; done
+  echo "$out"
+}
+
 # Takes the lowest free cluster index under the lock; prints it.
 claim_index() {
   mkdir -p "$state_root"
@@ -127,6 +162,7 @@ up() {
   is_count "$nodes" || die "--nodes must be a positive integer, not '$nodes'"
   [ "$nodes" -le 250 ] || die "--nodes must be at most 250"
   case $rate in none|[0-9]*) ;; *) die "--rate must be a tc rate such as 1gbit, or none" ;; esac
+  case $cpus in split|all) ;; *) die "--cpus must be split or all, not '$cpus'" ;; esac
   local why
   why=$(check 2>&1) || { echo "$why" >&2; exit 77; }
   down
@@ -143,6 +179,7 @@ HPC_NETNS_INDEX=$index
 HPC_NETNS_NODES=$nodes
 HPC_NETNS_SUBNET=$subnet.0/24
 HPC_NETNS_RATE=$rate
+HPC_NETNS_CPUS=$cpus
 HPC_NETNS_DIR=$dir
 EOF
   }
@@ -169,21 +206,26 @@ EOF
       tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
     fi
     echo "$addr" >> "$dir/hostfile"
-    echo "$addr $ns c${index}-node$i" >> "$dir/nodes"
+    echo "$addr $ns c${index}-node$i $(node_cpus $i "$nodes")" >> "$dir/nodes"
   done
   # OpenMPI's remote shell: "AGENT HOST COMMAND..." -> the command inside
-  # HOST's namespace, under that node's host name.
+  # HOST's namespace, under that node's host name, on that node's CPUs.
   cat > "$dir/rsh-agent" <<EOF
 #!/bin/sh
 host=\$1; shift
 line=\$(grep "^\$host " "$dir/nodes") || { echo "$prog: no node \$host in $dir/nodes" >&2; exit 1; }
 ns=\$(echo "\$line" | cut -d' ' -f2)
 node=\$(echo "\$line" | cut -d' ' -f3)
-exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$node; \$*"
+cpus=\$(echo "\$line" | cut -d' ' -f4)
+if [ "\$cpus" = all ]; then
+  exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$node; \$*"
+fi
+exec ip netns exec "\$ns" unshare --uts taskset -c "\$cpus" sh -c "hostname \$node; \$*"
 EOF
   chmod +x "$dir/rsh-agent"
   trap - ERR
-  echo "$prog: cluster '$name' up: $nodes nodes on $subnet.0/24, link rate $rate (state in $dir)"
+  echo "$prog: cluster '$name' up: $nodes nodes on $subnet.0/24, link rate $rate," \
+       "cpus $(cut -d' ' -f4 "$dir/nodes" | paste -sd' ' | sed 's/ / | /g') (state in $dir)"
 }
 
 run() {
@@ -198,9 +240,15 @@ run() {
   local hostfile="$dir/hostfile.$$"
   sed "s/\$/ slots=$p max_slots=$p/" "$dir/hostfile" > "$hostfile"
   local first; first=$(head -n1 "$dir/nodes")
-  local ns0 node0
+  local ns0 node0 cpus0
   ns0=$(echo "$first" | cut -d' ' -f2)
   node0=$(echo "$first" | cut -d' ' -f3)
+  cpus0=$(echo "$first" | cut -d' ' -f4)
+  # OpenMPI must not bind: every node's daemon would bind its first rank
+  # to "its" core 0, the same core on every node. Confined nodes keep their
+  # ranks on the node's CPUs; with --cpus all they float.
+  local pin=() bind=(--bind-to none)
+  [ "$cpus0" = all ] || pin=(taskset -c "$cpus0")
   local mpirun; mpirun=$(command -v mpirun) || die "mpirun is not installed"
   # A session directory of the job's own (test/mpirun-private.sh says why).
   local session=
@@ -210,7 +258,8 @@ run() {
   fi
   local status=0
   ip netns exec "$ns0" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$node0" \
-    "$mpirun" --allow-run-as-root --hostfile "$hostfile" --map-by slot -n "$ranks" \
+    "${pin[@]}" "$mpirun" --allow-run-as-root --hostfile "$hostfile" --map-by slot -n "$ranks" \
+    "${bind[@]}" \
     --mca plm_rsh_agent "$dir/rsh-agent" \
     --mca btl self,vader,tcp \
     --mca btl_tcp_if_include "$HPC_NETNS_SUBNET" \

@@ -154,12 +154,11 @@ double Backoff::sleepFor(double waitedS) {
 bool Backoff::pause() {
   double s = sleepFor(elapsed());
   if (s == 0) {
-    // A spin that yields: the data of a TCP peer reaches this process
-    // through the kernel's network processing (softirq, ksoftirqd), which a
-    // plain spin keeps off the core, and a rank sharing the core gets it.
-    // Measured on the 2-core VM (hpcrt-collective-bench, 2 ranks): a 1 KiB
-    // reduce_scatter across the two-node cluster 360 -> 80 us, a 16 KiB
-    // all_reduce inside a node 27 -> 11 us.
+    // A spin that yields: a rank (or the kernel's network processing for a
+    // TCP peer) sharing this core gets it. Measured on the 2-core VM
+    // (hpcrt-collective-bench, 2 ranks on one core, across the two-node
+    // cluster): a 1 KiB reduce_scatter 360 -> 80 us; with a core per rank
+    // the same either way (8-15 us), as is a node's 16 KiB all_reduce.
     std::this_thread::yield();
     return false;
   }
