@@ -6,7 +6,7 @@
 // pass fuses the all-reduces of a per-rank program into buckets, as
 // PyTorch DDP and DeepSpeed do: in the order their operands are ready (the
 // order the backward pass finishes the gradients), up to `bucket-bytes`
-// each, the members flattened and concatenated, one all_reduce, and the
+// each (by default about 16 buckets in all, see autoBucketBytes), the members flattened and concatenated, one all_reduce, and the
 // result split back. A bucket's all_reduce sits right after its last
 // member's operand, so dist-async-collectives can start it there.
 //
@@ -26,6 +26,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+
+#include <algorithm>
 
 namespace hpc {
 #define GEN_PASS_DEF_DISTBUCKET
@@ -153,16 +155,34 @@ void fuse(ArrayRef<Member> bucket) {
   }
 }
 
+/// The automatic bucket size: about 16 buckets of the `total` bytes, none
+/// smaller than 1 MiB (the link's latency amortized) or larger than 25 MiB
+/// (PyTorch DDP's bucket_cap_mb). Measured on the two-node cluster (4-layer
+/// GPT, 17 MB of gradients): 1 MiB buckets hide 80% of the communication,
+/// one 25 MiB bucket none (docs/benchmarks.md).
+int64_t autoBucketBytes(int64_t total) {
+  constexpr int64_t MiB = 1 << 20;
+  return std::clamp<int64_t>(total / 16, MiB, 25 * MiB);
+}
+
 struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
   using DistBucketBase::DistBucketBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (bucketBytes <= 0)
+    if (bucketBytes == 0)
       return;
     module.walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
+      SmallVector<Member> all = candidates(func.getBody().front());
+      int64_t cap = bucketBytes;
+      if (cap < 0) {
+        int64_t total = 0;
+        for (const Member &m : all)
+          total += m.bytes;
+        cap = autoBucketBytes(total);
+      }
       SmallVector<Member> bucket;
       int64_t bytes = 0;
       auto close = [&] {
@@ -174,13 +194,12 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
         bucket.clear();
         bytes = 0;
       };
-      SmallVector<Member> all = candidates(func.getBody().front());
       for (auto [i, m] : llvm::enumerate(all)) {
         // Needed before the next one is even ready (a forward all-reduce):
         // it stays alone and does not close the open bucket.
         if (i + 1 < all.size() && notAfter(m.firstUse, all[i + 1].ready))
           continue;
-        if (!joins(bucket, bytes, m, bucketBytes))
+        if (!joins(bucket, bytes, m, cap))
           close();
         bucket.push_back(m);
         bytes += m.bytes;

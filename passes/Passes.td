@@ -518,7 +518,10 @@ def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
   let description = [{
     Fuses the gradient all-reduces of a partitioned train step (any
     all-reduces whose results are not used before the others are ready) into
-    buckets of at most `bucket-bytes`, in the order their operands are ready:
+    buckets of at most `bucket-bytes` (by default about a sixteenth of all the
+    bytes reduced, from 1 MiB to 25 MiB: small enough that the first buckets
+    start early in the backward pass, large enough that the link's latency
+    does not count), in the order their operands are ready:
     the members are flattened and concatenated, reduced by one all_reduce
     right after the last member's operand, and split back. Same axes,
     reduction and element type; compressed collectives stay alone.
@@ -545,8 +548,9 @@ def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
-           "Most bytes of one bucket's all_reduce (0: no buckets)">
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"-1",
+           "Most bytes of one bucket's all_reduce (-1: auto, the reductions in "
+           "about 16 buckets of 1 to 25 MiB; 0: no buckets)">
   ];
   let statistics = [
     Statistic<"buckets", "buckets", "All-reduces that several were fused into">,

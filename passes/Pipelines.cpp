@@ -20,8 +20,9 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   if (!options.mesh.empty()) {
     // Buckets for a train step's gradients; an inference program's
     // collectives feed the op after them.
-    int64_t bucketBytes =
-        options.train ? static_cast<int64_t>(options.bucketMb * 1024 * 1024) : 0;
+    int64_t bucketBytes = !options.train        ? 0
+                          : options.bucketMb < 0 ? -1
+                                                 : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
     bool async = options.asyncCollectives || (options.train && options.overlap);
     buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes);
   }
@@ -94,7 +95,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   pm.addPass(createDistPartition());
   // Collectives that undo each other (slice then gather) fold away.
   pm.addPass(mlir::createCanonicalizerPass());
-  if (bucketBytes > 0) {
+  if (bucketBytes != 0) {
     DistBucketOptions bucket;
     bucket.bucketBytes = bucketBytes;
     pm.addPass(createDistBucket(bucket));

@@ -45,8 +45,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<double> bucketMb{
       *this, "bucket-mb",
       llvm::cl::desc("With train and mesh: fuse gradient all-reduces into buckets of at "
-                     "most this many MiB (dist-bucket; 0: one all-reduce per gradient)"),
-      llvm::cl::init(25.0)};
+                     "most this many MiB (dist-bucket; -1: auto, about 16 buckets of 1 "
+                     "to 25 MiB; 0: one all-reduce per gradient)"),
+      llvm::cl::init(-1.0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "
                                    "and activations into gemm/conv epilogues"),
@@ -131,7 +132,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
-/// then dist-partition, dist-bucket when `bucketBytes` > 0, and
+/// then dist-partition, dist-bucket unless `bucketBytes` is 0 (-1: its
+/// automatic size), and
 /// dist-async-collectives when `asyncCollectives`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,

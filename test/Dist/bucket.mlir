@@ -1,4 +1,5 @@
 // RUN: hpc-opt %s --dist-bucket | FileCheck %s
+// RUN: hpc-opt %s --dist-bucket=bucket-bytes=1048576 | FileCheck %s
 // RUN: hpc-opt %s --dist-bucket | FileCheck %s --check-prefix=BYTES
 // RUN: hpc-opt %s --dist-bucket=bucket-bytes=160 | FileCheck %s --check-prefix=FITS
 // RUN: hpc-opt %s --dist-bucket=bucket-bytes=150 | FileCheck %s --check-prefix=OFF

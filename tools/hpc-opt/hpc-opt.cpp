@@ -118,12 +118,30 @@ static llvm::cl::opt<bool> noOverlap(
                    "is computed and is waited for at its first use)"),
     llvm::cl::init(false), llvm::cl::cat(compileCategory));
 
-static llvm::cl::opt<double> bucketMb(
+static llvm::cl::opt<std::string> bucketMbFlag(
     "bucket-mb",
     llvm::cl::desc("With --train and --mesh: fuse the gradient all-reduces into buckets "
                    "of at most this many MiB, in the order the backward pass finishes "
-                   "them (0: one all-reduce per gradient)"),
-    llvm::cl::init(25.0), llvm::cl::cat(compileCategory));
+                   "them (auto: about 16 buckets of 1 to 25 MiB; 0: one all-reduce per "
+                   "gradient)"),
+    llvm::cl::init("auto"), llvm::cl::cat(compileCategory));
+
+/// --bucket-mb as MiB (-1 for auto); false for anything but auto or a
+/// number from 0 to 1e6.
+static bool parseBucketMb(double &mb) {
+  if (bucketMbFlag == "auto") {
+    mb = -1;
+    return true;
+  }
+  return !StringRef(bucketMbFlag).getAsDouble(mb) && mb >= 0 && mb <= 1e6;
+}
+
+/// dist-bucket's bucket-bytes for --bucket-mb (checked in main): -1 auto.
+static int64_t bucketBytes() {
+  double mb = -1;
+  parseBucketMb(mb);
+  return mb < 0 ? -1 : static_cast<int64_t>(mb * 1024 * 1024);
+}
 
 static llvm::cl::opt<bool> noFuse(
     "no-fuse", llvm::cl::desc("With --emit: keep GELU/SiLU/RMSNorm chains, and "
@@ -351,6 +369,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
   options.asyncCollectives = asyncCollectives;
+  double bucketMb = -1;
+  parseBucketMb(bucketMb); // checked in main
   options.bucketMb = bucketMb;
   options.overlap = !noOverlap;
   trainOptions(options);
@@ -484,7 +504,7 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       hpc::buildPartitionPipeline(
           pm, meshSpec, llvm::to_vector(shardSpecs),
           asyncCollectives || (trainFlag && !noOverlap),
-          trainFlag ? static_cast<int64_t>(bucketMb * 1024 * 1024) : 0);
+          trainFlag ? bucketBytes() : 0);
     }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
@@ -550,9 +570,9 @@ int main(int argc, char **argv) {
     return userError("--async-collectives needs --mesh");
   if (asyncCollectives && noOverlap)
     return userError("--async-collectives and --no-overlap contradict each other");
-  if (!(bucketMb >= 0) || bucketMb > 1e6)
-    return userError("--bucket-mb must be a number of MiB from 0 to 1e6, not " +
-                     std::to_string(bucketMb.getValue()));
+  if (double mb; !parseBucketMb(mb))
+    return userError("--bucket-mb must be auto or a number of MiB from 0 to 1e6, not '" +
+                     bucketMbFlag + "'");
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())
