@@ -1,0 +1,131 @@
+"""Overlap of the gradient all-reduces with the backward pass on the two-node
+cluster (docs/benchmarks.md, "Overlap on the two-node cluster").
+
+A GPT of the given size (scripts/gen_gpt.py) is compiled for dp=2 (--dp) as a train
+step twice: with the default schedule (gradient buckets, each started as
+soon as its last gradient is computed and waited for at its first use) and
+with --no-overlap (the same buckets, blocking). Each runs on the two-node
+cluster (scripts/netns-cluster.sh, one rank a node, the link shaped to
+--rate) with --trace; printed per variant: the median step time over the
+steps after the warm-up, and from scripts/overlap_report.py the
+communication, exposed communication and overlap ratio of those steps;
+then the step-time ratio, and the backward compute against the link time of
+the gradients (bytes per rank / measured link rate), which the overlap
+needs to be well above 1.
+
+usage: /usr/bin/python3 scripts/bench_two_nodes.py [--layers 4] [--embd 256]
+       [--vocab 2048] [--seq 128] [--batch 64] [--steps 8] [--warmup 3]
+       [--rate 1gbit] [--bucket-mb auto] [--dp 2] [--keep DIR]
+Needs root (network namespaces), build/bin/hpc-opt, numpy and mpirun.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import mpibench
+from mpibench import HPC_OPT, ROOT, run
+
+CLUSTER = os.path.join(ROOT, "scripts", "netns-cluster.sh")
+NAME = "bench-two-nodes"
+
+
+def compile_step(model, batch, seq, dp, extra, out):
+    log = run([HPC_OPT, model, f"--input-shape=input_ids={batch},{seq}", "--train",
+               "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-4",
+               f"--mesh=dp={dp}", *extra, "-o", out])
+    return int(re.search(r"each rank sends (\d+) bytes per step", log).group(1))
+
+
+def train(binary, data, dp, steps, trace, metrics):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [CLUSTER, "--name", NAME, "run", "-n", str(dp), binary, "train",
+           "--data", f"input_ids={data}/input_ids.npy", "--data", f"labels={data}/labels.npy",
+           "--steps", str(steps), "--threads", "1", "--trace", trace, "--metrics", metrics]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+    steps_ms = [json.loads(l)["step_ms"] for l in open(metrics) if '"step_ms"' in l]
+    return steps_ms
+
+
+def overlap(trace, warmup):
+    out = run([sys.executable, os.path.join(ROOT, "scripts", "overlap_report.py"), trace,
+               "--skip-steps", str(warmup), "--json"])
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--embd", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=64, help="global batch (B/dp a rank)")
+    ap.add_argument("--dp", type=int, default=2, help="ranks (node-major: dp/2 a node)")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--bucket-mb", default="auto")
+    ap.add_argument("--keep", default="", help="keep the binaries and traces in this directory")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = a.keep or tmp
+        os.makedirs(d, exist_ok=True)
+        model = f"{d}/gpt.onnx"
+        run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
+             str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
+             str(a.vocab), "--max-pos", str(a.seq), "-o", model])
+        rng = np.random.default_rng(0)
+        tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
+        np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
+        np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
+        variants = {"overlap": [], "no-overlap": ["--no-overlap"]}
+        bins, sent = {}, 0
+        for name, extra in variants.items():
+            bins[name] = f"{d}/{name}.bin"
+            sent = compile_step(model, a.batch, a.seq, a.dp,
+                                ["--bucket-mb", a.bucket_mb, *extra], bins[name])
+        run([CLUSTER, "--name", NAME, "up", "--rate", a.rate])
+        try:
+            link = run([CLUSTER, "--name", NAME, "run", "-n", "2", "--per-node", "1",
+                        os.path.join(ROOT, "build", "bin", "hpc-calibrate"), "--quick",
+                        "-o", f"{d}/link.json"])
+            beta = [c for c in json.load(open(f"{d}/link.json"))["calibration"]["collectives"]
+                    if c["level"] == "inter-node" and c["kind"] == "all_reduce"][0]
+            results = {}
+            for name in variants:
+                ms = train(bins[name], d, a.dp, a.steps, f"{d}/{name}.json",
+                           f"{d}/{name}.jsonl")
+                results[name] = (statistics.median(ms[a.warmup:]), overlap(f"{d}/{name}.json",
+                                                                          a.warmup))
+        finally:
+            run([CLUSTER, "--name", NAME, "down"])
+    print(f"model: GPT {a.layers} layers, d={a.embd}, vocab {a.vocab}; global batch {a.batch} x {a.seq} tokens, dp={a.dp} "
+          f"({a.dp // 2} rank(s) a node), "
+          f"link {a.rate}, buckets {a.bucket_mb} MiB")
+    print(f"gradient bytes each rank sends per step: {sent}; all_reduce across the link "
+          f"(hpc-calibrate --quick): beta {beta['beta_gbytes_per_s']:.3f} GB/s, alpha "
+          f"{beta['alpha_us']:.0f} us -> {sent / beta['beta_gbytes_per_s'] / 1e6:.1f} ms")
+    print(f"{'variant':>10} {'step_ms':>9} {'compute_ms':>10} {'comm_ms':>9} {'exposed_ms':>10} "
+          f"{'overlap':>8}")
+    for name, (step, rep) in results.items():
+        rows = rep["rows"]
+        compute = statistics.mean(r["compute_ms"] for r in rows)
+        t = rep["total"]
+        n = t["steps"] * t["ranks"]
+        print(f"{name:>10} {step:9.1f} {compute:10.1f} {t['comm_ms'] / n:9.1f} "
+              f"{t['exposed_ms'] / n:10.1f} {100 * t['overlap']:7.1f}%")
+    print(f"step time overlap / no-overlap: "
+          f"{results['overlap'][0] / results['no-overlap'][0]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
