@@ -16,6 +16,7 @@ PACKAGES=(
   libgtest-dev
   libopenblas-dev libdnnl-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  iproute2 util-linux
   python3-numpy python3-venv
   clang-14 libclang-rt-14-dev
 )
