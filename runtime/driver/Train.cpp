@@ -65,6 +65,13 @@ uint64_t inputBytes(const Context &ctx) {
   return n;
 }
 
+/// What the compiler planned each rank to hold: the state, the arena (the
+/// activations and gradients, the buckets among them), the weights and the
+/// inputs. The kernels' own allocations come on top once they are set up.
+uint64_t compiledBytes(const Context &ctx) {
+  return ctx.stateBytes() + ctx.arenaBytes() + ctx.weightsBytes() + inputBytes(ctx);
+}
+
 /// The most resident memory this process had (the kernel's count, which
 /// also sees what the runtime does not: libraries, MPI's buffers, the heap).
 uint64_t peakRssBytes() {
@@ -428,8 +435,7 @@ void Trainer::finish(double wallS) {
   // The compiler's plan plus what the kernels' setup run allocated on this
   // CPU (oneDNN scratchpad, reordered weights), known since the start.
   uint64_t kernelBytes = ctx_.scratchpadBytes() + ctx_.kernelStateBytes();
-  uint64_t planned = ctx_.stateBytes() + ctx_.arenaBytes() + ctx_.weightsBytes() +
-                     inputBytes(ctx_) + kernelBytes;
+  uint64_t planned = compiledBytes(ctx_) + kernelBytes;
   double meanMs = stepsRun_ ? trainMs_ / static_cast<double>(stepsRun_) : 0;
   double tokensPerS = trainMs_ > 0 ? static_cast<double>(tokensPerStep() * stepsRun_) /
                                          (trainMs_ / 1000.0)
@@ -503,6 +509,13 @@ int trainCommand(int argc, char **argv) {
 
 void printTrainInfo(const Context &ctx) {
   const TrainInfo &t = ctx.train();
+  printf("memory plan: %llu bytes per rank (state %llu, arena %llu, weights %llu, inputs "
+         "%llu; the kernels' own allocations come on top)\n",
+         static_cast<unsigned long long>(compiledBytes(ctx)),
+         static_cast<unsigned long long>(ctx.stateBytes()),
+         static_cast<unsigned long long>(ctx.arenaBytes()),
+         static_cast<unsigned long long>(ctx.weightsBytes()),
+         static_cast<unsigned long long>(inputBytes(ctx)));
   printf("state: %llu bytes, %zu tensors\n", static_cast<unsigned long long>(ctx.stateBytes()),
          ctx.stateList().size());
   for (const StateEntry &e : ctx.stateList()) {

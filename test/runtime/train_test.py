@@ -224,6 +224,8 @@ def place_weights(model_dir):
 def test_info_and_refusals(env, model, tmp):
     rc, out, err = run(model, "info")
     check(rc == 0 and "state: 256 bytes, 4 tensors" in out
+          and "memory plan: 1260 bytes per rank (state 256, arena 704, weights 128, inputs 172;"
+          in out
           and "state  fc.weight: f32 [4] param (init weights at 0)" in out
           and "state  fc.bias.momentum_buffer: f32 [1] optimizer (init zeros)" in out
           and "train: loss mse (labels 'y'), batch 8" in out and "optimizer: sgd" in out
