@@ -68,12 +68,12 @@ SmallVector<Member> candidates(Block &block) {
     if (!ar || ar.getCompressionAttr())
       continue;
     Operation *ready = ar.getInput().getDefiningOp();
-    if (ready && ready->getBlock() != &block)
-      continue;
+    if (ready && (ready->getBlock() != &block || isa<AllReduceOp>(ready)))
+      continue; // a reduction of a reduction stays as it is (fusing erases ops)
     llvm::SetVector<Operation *> chain = hpc::relayoutsOf(ar.getResult(), &block);
     bool outside = false;
     Operation *first = hpc::firstRealUse(ar.getResult(), &block, chain, outside);
-    if (outside || !first)
+    if (outside || !first || isa<AllReduceOp>(first))
       continue;
     out.push_back(
         {ar, ready, first, std::move(chain), hpc::dist::bytesOf(ar.getInput().getType())});

@@ -1,9 +1,10 @@
-// RUN: hpc-opt %s --dist-bucket | FileCheck %s
-// RUN: hpc-opt %s --dist-bucket=bucket-bytes=1048576 | FileCheck %s
-// RUN: hpc-opt %s --dist-bucket | FileCheck %s --check-prefix=BYTES
-// RUN: hpc-opt %s --dist-bucket=bucket-bytes=160 | FileCheck %s --check-prefix=FITS
-// RUN: hpc-opt %s --dist-bucket=bucket-bytes=150 | FileCheck %s --check-prefix=OFF
-// RUN: hpc-opt %s --dist-bucket=bucket-bytes=0 | FileCheck %s --check-prefix=OFF
+// RUN: hpc-opt %s -split-input-file --dist-bucket | FileCheck %s
+// RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=1048576 | FileCheck %s
+// RUN: hpc-opt %s -split-input-file --dist-bucket | FileCheck %s --check-prefix=BYTES
+// RUN: hpc-opt %s -split-input-file --dist-bucket | FileCheck %s --check-prefix=CHAIN
+// RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=160 | FileCheck %s --check-prefix=FITS
+// RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=150 | FileCheck %s --check-prefix=OFF
+// RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=0 | FileCheck %s --check-prefix=OFF
 
 // Gradient all-reduces whose results are needed only at the end fuse into
 // one, in the order their operands are ready, right after the last one; the
@@ -48,5 +49,21 @@ module attributes {dist.bytes_per_rank = 0 : i64, dist.mesh = #dist.mesh<dp = 2 
     %rh = dist.all_reduce %gh over ["dp"] sum : tensor<8xbf16> -> tensor<8xbf16>
     %sum = hpc.add %ta, %ta : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
     return %sum, %rb, %nl, %rh : tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xbf16>
+  }
+}
+
+// -----
+
+// A reduction of a reduction (over another axis) stays as it is.
+// CHAIN-LABEL: func.func @chain
+// CHAIN: %[[A:.+]] = dist.all_reduce %arg0 over ["dp"] sum : tensor<8xf32>
+// CHAIN-NEXT: dist.all_reduce %[[A]] over ["tp"] sum : tensor<8xf32>
+// CHAIN-NOT: hpc.concat
+module attributes {dist.mesh = #dist.mesh<dp = 2 : intra_node, tp = 2 : intra_node>} {
+  func.func @chain(%g: tensor<8xf32>, %h: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+    %a = dist.all_reduce %g over ["dp"] sum : tensor<8xf32> -> tensor<8xf32>
+    %b = dist.all_reduce %a over ["tp"] sum : tensor<8xf32> -> tensor<8xf32>
+    %c = dist.all_reduce %h over ["dp"] sum : tensor<8xf32> -> tensor<8xf32>
+    return %b, %c : tensor<8xf32>, tensor<8xf32>
   }
 }
