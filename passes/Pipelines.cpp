@@ -17,15 +17,8 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
   }
-  if (!options.mesh.empty()) {
-    // Buckets for a train step's gradients; an inference program's
-    // collectives feed the op after them.
-    int64_t bucketBytes = !options.train        ? 0
-                          : options.bucketMb < 0 ? -1
-                                                 : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
-    bool async = options.asyncCollectives || (options.train && options.overlap);
-    buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes);
-  }
+  if (!options.mesh.empty())
+    buildPartitionPipeline(pm, options);
   // After the train step, whose backward products are cast too, and after
   // partitioning: the partitioner then unfuses QKV projections as in fp32 and
   // reduces partial sums (gradients among them) in f32, as PyTorch does.
@@ -102,6 +95,16 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   }
   if (asyncCollectives)
     pm.addPass(createDistAsyncCollectives());
+}
+
+void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
+  // Buckets and overlap for a train step's gradients; an inference
+  // program's collectives feed the op after them.
+  int64_t bucketBytes = !options.train        ? 0
+                        : options.bucketMb < 0 ? -1
+                                               : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
+  bool async = options.asyncCollectives || (options.train && options.overlap);
+  buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes);
 }
 
 void hpc::registerPipelines() {

@@ -139,6 +139,12 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0);
 
+/// The distributed part of a compile with `options`: its mesh and seeds, and
+/// for a train step the gradient buckets (`bucketMb`) and their overlap
+/// (`overlap`), or asynchronous collectives for any program
+/// (`asyncCollectives`).
+void buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
 /// Registers the pipelines under their command-line names.
 void registerPipelines();
 

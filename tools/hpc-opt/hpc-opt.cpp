@@ -136,11 +136,16 @@ static bool parseBucketMb(double &mb) {
   return !StringRef(bucketMbFlag).getAsDouble(mb) && mb >= 0 && mb <= 1e6;
 }
 
-/// dist-bucket's bucket-bytes for --bucket-mb (checked in main): -1 auto.
-static int64_t bucketBytes() {
-  double mb = -1;
-  parseBucketMb(mb);
-  return mb < 0 ? -1 : static_cast<int64_t>(mb * 1024 * 1024);
+/// The partitioning flags (--mesh, --shard, --async-collectives,
+/// --bucket-mb, --no-overlap; checked in main) into `options`.
+static void partitionOptions(hpc::CompileOptions &options) {
+  options.mesh = meshSpec;
+  options.shard = llvm::to_vector(shardSpecs);
+  options.asyncCollectives = asyncCollectives;
+  double bucketMb = -1;
+  parseBucketMb(bucketMb);
+  options.bucketMb = bucketMb;
+  options.overlap = !noOverlap;
 }
 
 static llvm::cl::opt<bool> noFuse(
@@ -366,13 +371,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   options.weightPieces = !noWeightPieces;
   options.blockedLayouts = !noBlockedLayouts;
   options.precision = precision();
-  options.mesh = meshSpec;
-  options.shard = llvm::to_vector(shardSpecs);
-  options.asyncCollectives = asyncCollectives;
-  double bucketMb = -1;
-  parseBucketMb(bucketMb); // checked in main
-  options.bucketMb = bucketMb;
-  options.overlap = !noOverlap;
+  partitionOptions(options);
   trainOptions(options);
   if (!clusterSpec.empty()) {
     // Search (or evaluate --mesh) first; a searched plan is restricted to
@@ -500,11 +499,12 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       matchTrainStep(options);
       pm.addPass(hpc::createDistSearch(options));
     } else {
-      // A train step's gradients in buckets, overlapped, as hpc-compile does.
-      hpc::buildPartitionPipeline(
-          pm, meshSpec, llvm::to_vector(shardSpecs),
-          asyncCollectives || (trainFlag && !noOverlap),
-          trainFlag ? bucketBytes() : 0);
+      // As hpc-compile partitions (a train step's gradients in buckets,
+      // overlapped).
+      hpc::CompileOptions partition;
+      partitionOptions(partition);
+      partition.train = trainFlag;
+      hpc::buildPartitionPipeline(pm, partition);
     }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
