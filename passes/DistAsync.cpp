@@ -19,6 +19,7 @@
 #include "hpc/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace hpc {
@@ -55,6 +56,29 @@ Operation *startOf(OpBuilder &b, Operation *op) {
   return nullptr;
 }
 
+/// A reduce_scatter reads a whole gradient (bucket) until its wait, and a
+/// ZeRO parameter gather reads its updated rows: so that these buffers do
+/// not all stay alive to the end of the step (ZeRO-2 exists to free the
+/// full gradients), at most `kInFlight` of each kind are in flight: the
+/// wait of one comes no later than the start of the one `kInFlight` after
+/// it. The communication thread runs them in order anyway.
+constexpr int kInFlight = 2;
+
+void boundInFlight(Block &block) {
+  for (bool gathers : {false, true}) {
+    SmallVector<Operation *> starts;
+    for (Operation &op : block)
+      if (gathers ? isa<AllGatherStartOp>(op) : isa<ReduceScatterStartOp>(op))
+        starts.push_back(&op);
+    for (size_t k = 0; k + kInFlight < starts.size(); ++k) {
+      Operation *limit = starts[k + kInFlight];
+      for (Operation *user : starts[k]->getResult(0).getUsers())
+        if (isa<WaitOp>(user) && user->getBlock() == &block && limit->isBeforeInBlock(user))
+          user->moveBefore(limit);
+    }
+  }
+}
+
 struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncCollectives> {
   void runOnOperation() override {
     SmallVector<Operation *> collectives;
@@ -85,6 +109,12 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         at = std::next(def->getIterator());
       else if (!def && cast<BlockArgument>(input).getOwner() == block)
         at = block->begin();
+      // ... and after every op before it that writes the operand in place
+      // (a ZeRO update of its rows, gathered next).
+      for (Operation *user : input.getUsers())
+        if (user != op && user->getBlock() == block && user->isBeforeInBlock(op) &&
+            !isMemoryEffectFree(user) && (at == block->end() || !user->isBeforeInBlock(&*at)))
+          at = std::next(user->getIterator());
       // After the starts already placed there, so starts keep program order.
       while (at != op->getIterator() && started.contains(&*at))
         ++at;
@@ -99,6 +129,7 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         hpc::moveRelayouts(chain, wait, first);
       op->erase();
     }
+    getOperation().walk([](Block *block) { boundInFlight(*block); });
   }
 };
 

@@ -180,6 +180,18 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       locals[annotate.getResult()] = {reshard(b, loc, in.value, in.sharding, to), to};
       return success();
     }
+    if (ShardingAttr attr = shardingOfVariable(op)) {
+      // ZeRO state: each rank holds (and checkpoints) only its piece.
+      auto var = cast<hpc::VariableOp>(op);
+      if (var.getValue())
+        return op->emitOpError("a sharded variable with initial data is not supported");
+      Sharding s = Sharding::fromAttr(attr);
+      var.getResult().setType(localType(cast<RankedTensorType>(var.getType()), s));
+      locals[var.getResult()] = {var.getResult(), s};
+      noteAxes(s);
+      op->removeAttr("dist.sharding");
+      return success();
+    }
     if (!operandAttr || !resultAttr) {
       // Weight-derived: whole on every rank, unchanged.
       for (Value r : op->getResults())

@@ -27,10 +27,8 @@ namespace hpc {
 using namespace mlir;
 using namespace hpc::dist;
 
-namespace {
-
 /// Parses "dp=2,tp=4:intra" into a mesh.
-FailureOr<MeshAttr> parseMesh(MLIRContext *ctx, StringRef text, std::string &error) {
+FailureOr<MeshAttr> hpc::dist::parseMesh(MLIRContext *ctx, StringRef text, std::string &error) {
   SmallVector<StringAttr> names;
   SmallVector<int64_t> sizes;
   SmallVector<TopologyLevel> levels;
@@ -71,6 +69,8 @@ FailureOr<MeshAttr> parseMesh(MLIRContext *ctx, StringRef text, std::string &err
   }
   return MeshAttr::get(ctx, names, sizes, levels);
 }
+
+namespace {
 
 /// Parses a --shard SPEC ("dp,-" or "dp+tp,-") for a tensor of `rank`.
 FailureOr<Sharding> parseSpec(StringRef spec, int64_t rank, MeshAttr mesh,
@@ -273,6 +273,11 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // Weight-derived values: weights, training state, constants, and ops
     // only on those.
     for (Operation &op : body) {
+      // A state variable a ZeRO stage sharded (dist-zero) is held in pieces.
+      if (ShardingAttr s = shardingOfVariable(&op)) {
+        current[op.getResult(0)] = Sharding::fromAttr(s);
+        continue;
+      }
       if (isa<hpc::WeightOp, hpc::ConstantOp, hpc::VariableOp>(op) ||
           (op.getNumOperands() && isa<hpc::HPCDialect>(op.getDialect()) &&
            llvm::all_of(op.getOperands(), [&](Value v) { return weightDerived.count(v); })))
@@ -342,6 +347,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
 
   LogicalResult visit(Operation *op, bool megatron) {
     MLIRContext *ctx = &getContext();
+    if (shardingOfVariable(op))
+      return success(); // ZeRO state: seeded, partitioned in pieces
     if (auto annotate = dyn_cast<AnnotateOp>(op)) {
       Sharding s = Sharding::fromAttr(annotate.getSharding());
       op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {s.toAttr(ctx)}));
@@ -351,15 +358,52 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // Training state is replicated (every rank holds it whole): an update
     // (or an assign) takes its gradient (value) whole, summed over
     // data-parallel ranks and gathered over tensor-parallel ones, and every
-    // rank applies it.
+    // rank applies it. Under ZeRO (dist-zero) its state arrives in dp
+    // shards, and so do the parameter and gradient it was given: the update
+    // takes them as they are, each rank updating its piece.
     if (!hpc::inPlaceOperands(op).empty()) {
+      bool sharded = op->hasAttr("dist.updates_shard");
       SmallVector<Attribute> operandAttrs;
-      for (Value v : op->getOperands())
-        operandAttrs.push_back(
-            Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank()).toAttr(ctx));
+      for (Value v : op->getOperands()) {
+        Sharding s = Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
+        if (const Sharding *in = incoming(v); sharded && in && in->partial.empty())
+          s = *in;
+        operandAttrs.push_back(s.toAttr(ctx));
+      }
       op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, operandAttrs));
       op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {}));
       return success();
+    }
+    // A partial sum reshaped is a partial sum of the new shape: the
+    // reduction waits for whoever needs the sum (a bias gradient's rows,
+    // reduce-scattered under ZeRO-2, instead of all-reduced first).
+    if (isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op)) {
+      const Sharding *in = incoming(op->getOperand(0));
+      if (in && !in->partial.empty() &&
+          llvm::all_of(in->dims, [](const auto &axes) { return axes.empty(); })) {
+        Sharding out = Sharding::replicated(
+            cast<RankedTensorType>(op->getResult(0).getType()).getRank());
+        out.partial = in->partial;
+        current[op->getResult(0)] = out;
+        op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {in->toAttr(ctx)}));
+        op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {out.toAttr(ctx)}));
+        return success();
+      }
+    }
+    // A sum of partial sums is a partial sum: adding them before the
+    // reduction saves one collective per term (a ZeRO-2 gradient norm adds
+    // one partial sum of squares per gradient shard).
+    if (isa<hpc::AddOp>(op)) {
+      const Sharding *lhs = incoming(op->getOperand(0)), *rhs = incoming(op->getOperand(1));
+      if (lhs && rhs && !lhs->partial.empty() && *lhs == *rhs &&
+          op->getOperand(0).getType() == op->getResult(0).getType() &&
+          op->getOperand(1).getType() == op->getResult(0).getType()) {
+        Attribute a = lhs->toAttr(ctx);
+        current[op->getResult(0)] = *lhs;
+        op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {a, a}));
+        op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {a}));
+        return success();
+      }
     }
     auto ruleOp = dyn_cast<hpc::ShardingRuleInterface>(op);
     if (!ruleOp || (op->getNumResults() && weightDerived.count(op->getResult(0))))

@@ -326,3 +326,12 @@ FailureOr<std::string> hpc::planMesh(ModuleOp module) {
       mesh += (mesh.empty() ? "" : ",") + axis.str() + "=" + std::to_string(size(axis));
   return mesh;
 }
+
+int64_t hpc::planZero(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+  auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
+  auto stage = stages && stages.size() == 1 ? dyn_cast<DictionaryAttr>(stages[0]) : nullptr;
+  auto zero = stage ? stage.getAs<IntegerAttr>("zero") : nullptr;
+  return zero ? zero.getInt() : 0;
+}

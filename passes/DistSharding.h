@@ -74,6 +74,16 @@ inline int64_t groupOf(MeshAttr mesh, const std::vector<std::string> &axes) {
   return g;
 }
 
+/// Parses a --mesh spec ("dp=2,tp=4:intra"); `error` says what is wrong.
+mlir::FailureOr<MeshAttr> parseMesh(mlir::MLIRContext *ctx, llvm::StringRef text,
+                                    std::string &error);
+
+/// The sharding a ZeRO pass gave a training state variable (its `dist.sharding`
+/// attribute), if any.
+inline ShardingAttr shardingOfVariable(mlir::Operation *op) {
+  return op->getAttrOfType<ShardingAttr>("dist.sharding");
+}
+
 } // namespace hpc::dist
 
 #endif // HPC_PASSES_DISTSHARDING_H

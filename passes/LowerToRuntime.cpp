@@ -197,6 +197,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     m["mesh"] = Object{{"axes", std::move(axes)}};
     if (auto bytes = module->getAttrOfType<IntegerAttr>("dist.bytes_per_rank"))
       m["bytes_per_rank"] = bytes.getInt();
+    // The ZeRO stage the training state is sharded by (dist-zero).
+    if (auto zero = module->getAttrOfType<IntegerAttr>("dist.zero"))
+      m["zero"] = zero.getInt();
   }
   m["model"] = model;
   // Where the source model was (`train --save-onnx` rewrites it).

@@ -559,6 +559,39 @@ def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
 }
 
+def DistZero : Pass<"dist-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO: shard a train step's optimizer state (and gradients) over dp";
+  let description = [{
+    Runs on the global train step, before dist-propagate, and says with
+    sharding annotations what each ZeRO stage keeps in pieces; the
+    partitioner derives the collectives. For every optimizer update whose
+    parameter's first dimension the dp axis divides:
+
+    - stage 1: the optimizer state variables are split over dp along their
+      first dimension (`dist.sharding`); the gradient is all-reduced as in
+      plain data parallelism, each rank updates its rows of the parameter
+      (`dist.updates_shard`: a copy of them), and the new rows are
+      all-gathered into the parameter (`hpc.assign` at the end of the step);
+    - stage 2: also the gradient, right where the backward pass finishes it:
+      it is reduce-scattered instead of all-reduced, and its global norm is
+      summed from the shards;
+    - stage 3 is refused for now (the parameters would be sharded too).
+
+    A parameter whose first dimension dp does not divide keeps replicated
+    state (statistic `replicated`). The module gets `dist.zero = N`.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage (0: off, 1, 2)">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The mesh (as dist-propagate's option), when the module has no dist.mesh">
+  ];
+  let statistics = [
+    Statistic<"sharded", "sharded", "Updates on a dp shard of their parameter">,
+    Statistic<"replicated", "replicated", "Updates whose parameter dp does not divide">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
+}
+
 def DistAsyncCollectives : Pass<"dist-async-collectives", "mlir::ModuleOp"> {
   let summary = "Start collectives as early as possible and wait right before the first use";
   let description = [{

@@ -80,7 +80,14 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
 
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
-                                 bool asyncCollectives, int64_t bucketBytes) {
+                                 bool asyncCollectives, int64_t bucketBytes,
+                                 int64_t zeroStage) {
+  if (zeroStage != 0) {
+    DistZeroOptions zero;
+    zero.stage = zeroStage;
+    zero.mesh = mesh.str();
+    pm.addPass(createDistZero(zero));
+  }
   DistPropagateOptions propagate;
   propagate.mesh = mesh.str();
   propagate.shard = llvm::to_vector(shard);
@@ -104,7 +111,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                         : options.bucketMb < 0 ? -1
                                                : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
   bool async = options.asyncCollectives || (options.train && options.overlap);
-  buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes);
+  buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes,
+                         options.train ? int64_t(options.zero) : 0);
 }
 
 void hpc::registerPipelines() {

@@ -10,6 +10,7 @@
 #include "Dist/DistOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SmallSet.h"
 
 using namespace mlir;
@@ -361,10 +362,15 @@ LogicalResult WaitOp::verify() {
 template <typename Inner, typename Outer>
 static OpFoldResult foldInverse(Outer op) {
   auto inner = op.getInput().template getDefiningOp<Inner>();
-  if (inner && inner.getAxes() == op.getAxes() && inner.getDim() == op.getDim() &&
-      inner.getInput().getType() == op.getType())
-    return inner.getInput();
-  return {};
+  if (!inner || inner.getAxes() != op.getAxes() || inner.getDim() != op.getDim() ||
+      inner.getInput().getType() != op.getType())
+    return {};
+  // Not when something wrote the piece in between (a ZeRO update of this
+  // rank's rows, gathered back).
+  for (Operation *user : inner.getResult().getUsers())
+    if (user != op.getOperation() && !isMemoryEffectFree(user))
+      return {};
+  return inner.getInput();
 }
 
 /// A collective over a group of one rank (no axes, or axes of size 1)

@@ -26,6 +26,9 @@ namespace hpc {
 /// (what dist-propagate and dist-partition compile); failure otherwise.
 mlir::FailureOr<std::string> planMesh(mlir::ModuleOp module);
 
+/// The ZeRO stage of that plan's stage (0 when it has none).
+int64_t planZero(mlir::ModuleOp module);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_H

@@ -48,6 +48,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "most this many MiB (dist-bucket; -1: auto, about 16 buckets of 1 "
                      "to 25 MiB; 0: one all-reduce per gradient)"),
       llvm::cl::init(-1.0)};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
+                     "state in dp shards; 2: also the gradients; dist-zero)"),
+      llvm::cl::init(0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "
                                    "and activations into gemm/conv epilogues"),
@@ -137,7 +142,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// dist-async-collectives when `asyncCollectives`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
-                            bool asyncCollectives = false, int64_t bucketBytes = 0);
+                            bool asyncCollectives = false, int64_t bucketBytes = 0,
+                            int64_t zeroStage = 0);
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

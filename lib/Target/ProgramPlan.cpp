@@ -223,6 +223,10 @@ static LogicalResult checkStateUpdate(Operation *op, const hpc::ProgramPlan &pla
     if (i >= op->getNumOperands())
       continue;
     Value v = op->getOperand(i);
+    // ZeRO (dist-zero): the update writes a copy of this rank's rows of the
+    // parameter, which a gather then reads back into the parameter.
+    if (i == 0 && op->hasAttr("dist.updates_shard"))
+      continue;
     if (plan.tensors[plan.tensorIds.lookup(v)].region != hpc::Region::State)
       return op->emitOpError("updates operand ") << i << ", which is not a state tensor "
                                                  << "(hpc.variable)",
@@ -233,6 +237,37 @@ static LogicalResult checkStateUpdate(Operation *op, const hpc::ProgramPlan &pla
                failure();
   }
   return success();
+}
+
+/// The collective (or its start) whose result `assign` copies into its
+/// target, when the collective may write the target directly: the result
+/// has no other reader and fills a fresh arena buffer, the target is a
+/// whole state tensor of the same type, and nothing touches the target
+/// after the collective starts. Null otherwise.
+static Operation *gatheredForAssign(hpc::AssignOp assign, const hpc::ProgramPlan &plan,
+                                    const std::vector<int32_t> &root) {
+  Value value = assign.getValue(), target = assign.getTarget();
+  if (!value.hasOneUse() || value.getType() != target.getType())
+    return nullptr;
+  Operation *origin = value.getDefiningOp();
+  if (auto wait = dyn_cast_or_null<hpc::dist::WaitOp>(origin)) {
+    origin = wait.getToken().getDefiningOp();
+    if (!isa_and_nonnull<hpc::dist::AllGatherStartOp>(origin) || !wait.getToken().hasOneUse())
+      return nullptr;
+  } else if (!isa_and_nonnull<hpc::dist::AllGatherOp>(origin)) {
+    return nullptr;
+  }
+  int32_t targetId = plan.tensorIds.lookup(target);
+  int32_t from = root[plan.tensorIds.lookup(value)];
+  if (root[targetId] != targetId || plan.tensors[targetId].region != hpc::Region::State ||
+      plan.tensors[from].region != hpc::Region::Arena ||
+      from != plan.tensorIds.lookup(origin->getResult(0)))
+    return nullptr;
+  for (Operation *user : target.getUsers())
+    if (user != assign && origin->getBlock() == user->getBlock() &&
+        !user->isBeforeInBlock(origin))
+      return nullptr;
+  return origin;
 }
 
 FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
@@ -312,6 +347,18 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       grow();
       root.back() = plan.tensors.size() - 1;
       continue;
+    }
+    if (auto assign = dyn_cast<hpc::AssignOp>(op)) {
+      // A gathered value only this assign reads is gathered straight into
+      // its target (ZeRO's parameters): no buffer, no copy.
+      if (gatheredForAssign(assign, plan, root)) {
+        int32_t target = root[plan.tensorIds.lookup(assign.getTarget())];
+        int32_t from = root[plan.tensorIds.lookup(assign.getValue())];
+        for (int32_t &r : root)
+          if (r == from)
+            r = target;
+        continue;
+      }
     }
     if (!hpc::inPlaceOperands(&op).empty()) {
       if (failed(checkStateUpdate(&op, plan)))

@@ -94,9 +94,11 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
       int32_t tid = ids[2 + nres + k];
       c.operands.push_back(tid < 0 ? nullptr : &ctx->tensor(tid));
     }
+    // Kernels write the arena, or state a collective fills directly (a
+    // ZeRO parameter gathered into place); never weights or inputs.
     for (Tensor *r : c.results)
-      if (r->region != Region::Arena)
-        fail("result tensor is not in the arena");
+      if (r->region != Region::Arena && r->region != Region::State)
+        fail("result tensor is not in the arena or the state");
     if (!kernel.readsBlocked)
       for (const std::vector<Tensor *> *list : {&c.results, &c.operands})
         for (Tensor *t : *list)

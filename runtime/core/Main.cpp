@@ -24,6 +24,7 @@
 #include "Context.h"
 #include "Float16.h"
 #include "../driver/Args.h"
+#include "../driver/Checkpoint.h"
 #include "../driver/Files.h"
 #include "../driver/Process.h"
 #include "../driver/Train.h"
@@ -325,6 +326,9 @@ int infoCommand(int argc, char **argv) {
       printf("comm: %lld bytes sent per rank per run (planned)\n",
              static_cast<long long>(ctx.plannedBytesPerRank()));
   }
+  if (std::string layout = driver::planLayout(hpc_manifest); layout.find("ZeRO-") != std::string::npos)
+    printf("state layout: %s (each dp rank holds its rows of the optimizer state%s)\n",
+           layout.c_str(), layout.find("ZeRO-2") != std::string::npos ? " and gradients" : "");
   if (ctx.isTrainStep())
     driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());

@@ -41,6 +41,23 @@ std::string planHash(const char *manifestText) {
   return hashString(hpcrt_hash64(manifestText, strlen(manifestText)));
 }
 
+std::string planLayout(const char *manifestText) {
+  json m = json::parse(manifestText, nullptr, /*allow_exceptions=*/false);
+  std::string mesh;
+  if (m.is_object() && m.contains("mesh") && m["mesh"].is_object() &&
+      m["mesh"].contains("axes") && m["mesh"]["axes"].is_array())
+    for (const json &a : m["mesh"]["axes"])
+      if (a.is_object() && a.contains("name") && a.contains("size") && a["name"].is_string() &&
+          a["size"].is_number_integer())
+        mesh += (mesh.empty() ? "" : ",") + a["name"].get<std::string>() + "=" +
+                std::to_string(a["size"].get<int64_t>());
+  int64_t zero = m.is_object() && m.contains("zero") && m["zero"].is_number_integer()
+                     ? m["zero"].get<int64_t>()
+                     : 0;
+  return (mesh.empty() ? std::string("one rank") : "mesh " + mesh) +
+         (zero ? ", ZeRO-" + std::to_string(zero) : std::string(", no ZeRO"));
+}
+
 namespace {
 
 std::string shardName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
@@ -149,6 +166,11 @@ CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &
     std::string model = m.contains("model") && m["model"].is_string()
                             ? " of model '" + m["model"].get<std::string>() + "'"
                             : "";
+    if (m.contains("layout") && m["layout"].is_string() && !plan.layout.empty() &&
+        m["layout"].get<std::string>() != plan.layout)
+      throw PlanMismatch(stepDir + ": a checkpoint" + model + " with its state split as " +
+                         m["layout"].get<std::string>() + "; this program's is " +
+                         plan.layout + " (resharding a checkpoint is not supported yet)");
     throw PlanMismatch(stepDir + ": a checkpoint" + model +
                        " of another model or plan (plan hash " + hash + ", this program's is " +
                        plan.planHash + ")");
@@ -349,6 +371,7 @@ void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64
   m["data_position"] = {{"next_sample", nextSample}, {"step", step}};
   m["rng"] = {{"seed_counter", 0}};
   m["world_size"] = plan_.worldSize;
+  m["layout"] = plan_.layout;
   m["state_bytes"] = ctx_.stateBytes();
   json list = json::array();
   for (const ShardInfo &s : shards)

@@ -64,7 +64,14 @@ struct CheckpointPlan {
   std::string planHash;
   std::string model;
   int worldSize = 1;
+  /// How the state is split over ranks ("mesh dp=4, ZeRO-2"), to name a
+  /// mismatch that resharding would fix.
+  std::string layout;
 };
+
+/// The state layout of the program whose manifest this is (planLayout's
+/// text: the mesh and the ZeRO stage).
+std::string planLayout(const char *manifestText);
 
 /// Reads DIR/step-N/manifest.json and checks the plan hash (PlanMismatch)
 /// and the world size; with `checkShards`, also every shard's size and

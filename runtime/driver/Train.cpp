@@ -94,6 +94,7 @@ public:
     plan_.planHash = planHash(hpc_manifest);
     plan_.model = ctx.model();
     plan_.worldSize = mpi.size;
+    plan_.layout = planLayout(hpc_manifest);
   }
   int run();
 

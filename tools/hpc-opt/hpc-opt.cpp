@@ -126,6 +126,14 @@ static llvm::cl::opt<std::string> bucketMbFlag(
                    "gradient)"),
     llvm::cl::init("auto"), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<std::string> zeroFlag(
+    "zero",
+    llvm::cl::desc("With --train and a dp axis: ZeRO stage. 1: the optimizer state is "
+                   "split over the dp ranks (each updates its rows of every parameter, "
+                   "then they are all-gathered); 2: also the gradients (reduce-scattered "
+                   "as the backward pass produces them). Default 0 (off)"),
+    llvm::cl::init(""), llvm::cl::cat(compileCategory));
+
 /// --bucket-mb as MiB (-1 for auto); false for anything but auto or a
 /// number from 0 to 1e6.
 static bool parseBucketMb(double &mb) {
@@ -146,6 +154,7 @@ static void partitionOptions(hpc::CompileOptions &options) {
   parseBucketMb(bucketMb);
   options.bucketMb = bucketMb;
   options.overlap = !noOverlap;
+  options.zero = zeroFlag.empty() ? 0 : std::stoll(zeroFlag);
 }
 
 static llvm::cl::opt<bool> noFuse(
@@ -386,6 +395,9 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       so.maxStages = 1;
       so.sequenceParallel = false;
       so.expertParallel = false;
+      // What the compiler builds: ZeRO 1 and 2, no activation recomputation.
+      so.zeroStages = "0,1,2";
+      so.recompute = "off";
     }
     matchTrainStep(so);
     search.addPass(hpc::createDistSearch(so));
@@ -396,6 +408,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       if (failed(mesh))
         return userError("the searched plan has no single-stage dp x tp form to compile");
       options.mesh = *mesh;
+      options.zero = hpc::planZero(*module);
     }
   }
   PassManager pm(&context);
@@ -573,6 +586,18 @@ int main(int argc, char **argv) {
   if (double mb; !parseBucketMb(mb))
     return userError("--bucket-mb must be auto or a number of MiB from 0 to 1e6, not '" +
                      bucketMbFlag + "'");
+  if (!zeroFlag.empty() && meshSpec.empty() && !autoParallel)
+    return userError("--zero shards the training state over data parallelism: it needs "
+                     "--mesh with a dp axis (dp=N)");
+  if (!zeroFlag.empty()) {
+    if (zeroFlag != "1" && zeroFlag != "2" && zeroFlag != "3")
+      return userError("--zero must be 1, 2 or 3, not '" + zeroFlag + "'");
+    if (!trainFlag)
+      return userError("--zero needs --train (it shards a train step's state)");
+    if (autoParallel)
+      return userError("--zero fixes the ZeRO stage; --auto-parallel compiles the one its "
+                       "search chooses: use one of them");
+  }
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())

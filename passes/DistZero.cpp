@@ -1,0 +1,152 @@
+//===- DistZero.cpp - ZeRO stages as sharding annotations ------------------===//
+//
+// ZeRO (Rajbhandari et al.) keeps each data-parallel rank's share of the
+// training state instead of all of it. This pass says, on the global train
+// step, which tensors are held in dp pieces; dist-propagate and
+// dist-partition then derive the collectives like any other resharding:
+//
+//   stage 1: optimizer state split over dp (dim 0). The update runs on this
+//            rank's rows of the parameter (a copy, `dist.updates_shard`) and
+//            of the (all-reduced) gradient; the new rows are all-gathered
+//            back into the parameter by an hpc.assign at the end of the step.
+//   stage 2: also the gradient, annotated where the backward pass finishes
+//            it: a partial sum becoming dp rows is one reduce_scatter, so the
+//            full gradient dies there; the global norm adds the shards'
+//            partial sums of squares and reduces one scalar.
+//
+// Stage 3 (parameters in pieces, gathered before each use) is refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DistSharding.h"
+#include "hpc/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace hpc {
+#define GEN_PASS_DEF_DISTZERO
+#include "passes/Passes.h.inc"
+} // namespace hpc
+
+using namespace mlir;
+using namespace hpc::dist;
+
+namespace {
+
+/// The gradient an update's grad operand was computed from: through the
+/// clipping multiply by a scalar (hpc-optimizer's clip_grad_norm_).
+Value rawGradient(Value grad) {
+  while (auto mul = grad.getDefiningOp<hpc::MulOp>()) {
+    Value next;
+    for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())})
+      if (a.getType() == grad.getType() && cast<RankedTensorType>(b.getType()).getRank() == 0)
+        next = a;
+    if (!next)
+      break;
+    grad = next;
+  }
+  return grad;
+}
+
+struct DistZero : hpc::impl::DistZeroBase<DistZero> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (stage == 0)
+      return;
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      module.emitError(message);
+      signalPassFailure();
+    };
+    if (stage < 0 || stage > 3)
+      return fail("--zero: expected a ZeRO stage 1, 2 or 3, got " + Twine(stage));
+    if (stage == 3)
+      return fail("--zero=3 (parameters sharded over dp) is not supported yet; use "
+                  "--zero=1 or --zero=2");
+    MeshAttr meshAttr = module->getAttrOfType<MeshAttr>("dist.mesh");
+    if (!meshAttr && !mesh.empty()) {
+      std::string error;
+      auto parsed = parseMesh(&getContext(), mesh, error);
+      if (failed(parsed))
+        return fail(error);
+      meshAttr = *parsed;
+      // The annotations below name its axes (dist-propagate sets the same).
+      module->setAttr("dist.mesh", meshAttr);
+    }
+    int64_t dpIndex = meshAttr ? meshAttr.axisIndex("dp") : -1;
+    if (dpIndex < 0 || meshAttr.getSizes()[dpIndex] < 2)
+      return fail("--zero shards the training state over data parallelism: the mesh "
+                  "needs a dp axis of 2 or more ranks (--mesh=dp=N)");
+    int64_t dp = meshAttr.getSizes()[dpIndex];
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!module->hasAttr("hpc.train") || !func || func.getBody().empty())
+      return fail("--zero applies to a train step (--train)");
+
+    SmallVector<Operation *> updates;
+    func.walk([&](Operation *op) {
+      if (isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(op))
+        updates.push_back(op);
+    });
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    MLIRContext *ctx = &getContext();
+    for (Operation *update : updates) {
+      Value param = update->getOperand(0);
+      auto var = param.getDefiningOp<hpc::VariableOp>();
+      auto type = cast<RankedTensorType>(param.getType());
+      if (!var || type.getRank() == 0 || type.getDimSize(0) % dp != 0) {
+        ++replicated;
+        continue;
+      }
+      Sharding rows = Sharding::replicated(type.getRank());
+      rows.dims[0] = {"dp"};
+      ShardingAttr rowsAttr = rows.toAttr(ctx);
+      ShardingAttr whole = Sharding::replicated(type.getRank()).toAttr(ctx);
+
+      // Optimizer state: this rank's rows only (zero-initialized variables
+      // that only this update reads).
+      for (unsigned i : hpc::inPlaceOperands(update)) {
+        if (i == 0 || i >= update->getNumOperands())
+          continue;
+        auto state = update->getOperand(i).getDefiningOp<hpc::VariableOp>();
+        if (!state || state.getValue() || !update->getOperand(i).hasOneUse())
+          return fail("--zero: the optimizer state of '" + var.getName() +
+                      "' is not a fresh variable of its update (a compiler bug)");
+        state->setAttr("dist.sharding", rowsAttr);
+      }
+
+      OpBuilder b(update);
+      Location loc = update->getLoc();
+      if (stage >= 2) {
+        // The gradient in rows from where the backward pass finishes it.
+        Value raw = rawGradient(update->getOperand(1));
+        if (Operation *def = raw.getDefiningOp())
+          b.setInsertionPointAfter(def);
+        else
+          b.setInsertionPointToStart(&body);
+        auto rowsOf = AnnotateOp::create(b, loc, raw.getType(), raw, rowsAttr);
+        raw.replaceAllUsesExcept(rowsOf.getResult(), rowsOf);
+        b.setInsertionPoint(update);
+      }
+      // Stage 1: the (all-reduced, clipped) gradient's rows; stage 2: it is
+      // already in rows (the clipping multiply kept them).
+      Value grad = update->getOperand(1);
+      update->setOperand(1, AnnotateOp::create(b, loc, grad.getType(), grad, rowsAttr));
+      // The parameter's rows, updated in place, then gathered back into it
+      // once every update has run (the gathers overlap the later updates).
+      auto mine = AnnotateOp::create(b, loc, type, param, rowsAttr);
+      update->setOperand(0, mine);
+      update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
+      b.setInsertionPointAfter(update);
+      auto gathered = AnnotateOp::create(b, loc, type, mine.getResult(), whole);
+      b.setInsertionPoint(ret);
+      hpc::AssignOp::create(b, loc, param, gathered.getResult());
+      ++sharded;
+    }
+    module->setAttr("dist.zero", IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  }
+};
+
+} // namespace
