@@ -56,19 +56,25 @@ Operation *startOf(OpBuilder &b, Operation *op) {
   return nullptr;
 }
 
-/// A reduce_scatter reads a whole gradient (bucket) until its wait, and a
-/// ZeRO parameter gather reads its updated rows: so that these buffers do
-/// not all stay alive to the end of the step (ZeRO-2 exists to free the
-/// full gradients), at most `kInFlight` of each kind are in flight: the
-/// wait of one comes no later than the start of the one `kInFlight` after
-/// it. The communication thread runs them in order anyway.
+/// A started collective holds its operand until its wait: a gradient
+/// bucket (all-reduce or reduce-scatter) its concatenated gradients, a
+/// ZeRO parameter gather the updated rows. So that these buffers do not
+/// all stay alive to the end of the step (the optimizer is the first to
+/// read the results; ZeRO-2 exists to free the full gradients), at most
+/// `kInFlight` of each kind are in flight: the wait of one comes no later
+/// than the start of the one `kInFlight` after it. The communication
+/// thread runs them in order anyway, so a wait there costs only what the
+/// link has not done by then.
 constexpr int kInFlight = 2;
+constexpr size_t kPrefetch = 4;
 
 void boundInFlight(Block &block) {
-  for (bool gathers : {false, true}) {
+  for (int kind = 0; kind < 3; ++kind) {
     SmallVector<Operation *> starts;
     for (Operation &op : block)
-      if (gathers ? isa<AllGatherStartOp>(op) : isa<ReduceScatterStartOp>(op))
+      if ((kind == 0 && isa<AllReduceStartOp>(op)) ||
+          (kind == 1 && isa<ReduceScatterStartOp>(op)) ||
+          (kind == 2 && isa<AllGatherStartOp>(op) && !op.hasAttr("dist.prefetch")))
         starts.push_back(&op);
     for (size_t k = 0; k + kInFlight < starts.size(); ++k) {
       Operation *limit = starts[k + kInFlight];
@@ -87,8 +93,14 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
       if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastOp>(op))
         collectives.push_back(op);
     });
+    // ZeRO-3's per-use parameter gathers (dist.prefetch), in program order:
+    // each starts once the one kPrefetch before it is waited for, so the
+    // next parameters arrive while the current ones are used and only
+    // about kPrefetch whole parameters are alive at a time.
+    SmallVector<Operation *> prefetchWaits;
     for (Operation *op : collectives) {
       Value result = op->getResult(0);
+      bool prefetch = op->hasAttr("dist.prefetch");
       // The first real user in the block (users elsewhere wait where the op
       // was, and nothing moves).
       llvm::SetVector<Operation *> chain = hpc::relayoutsOf(result, op->getBlock());
@@ -115,6 +127,12 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         if (user != op && user->getBlock() == block && user->isBeforeInBlock(op) &&
             !isMemoryEffectFree(user) && (at == block->end() || !user->isBeforeInBlock(&*at)))
           at = std::next(user->getIterator());
+      if (prefetch && prefetchWaits.size() >= kPrefetch) {
+        Operation *earlier = prefetchWaits[prefetchWaits.size() - kPrefetch];
+        if (earlier->getBlock() == block && at != block->end() &&
+            (&*at)->isBeforeInBlock(earlier) && earlier->isBeforeInBlock(op))
+          at = std::next(earlier->getIterator());
+      }
       // After the starts already placed there, so starts keep program order.
       while (at != op->getIterator() && started.contains(&*at))
         ++at;
@@ -123,6 +141,10 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
       started.insert(start);
       b.setInsertionPoint(first ? first : op->getNextNode());
       auto wait = WaitOp::create(b, op->getLoc(), result.getType(), start->getResult(0));
+      if (prefetch) {
+        start->setAttr("dist.prefetch", b.getUnitAttr());
+        prefetchWaits.push_back(wait);
+      }
       result.replaceAllUsesWith(wait.getResult());
       // The re-layouts follow the wait (a chain has users: `first` is set).
       if (!chain.empty())

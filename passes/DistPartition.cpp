@@ -177,15 +177,34 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     if (auto annotate = dyn_cast<AnnotateOp>(op)) {
       Local in = locals.lookup(annotate.getInput());
       Sharding to = Sharding::fromAttr(annotate.getSharding());
+      if (annotate->hasAttr("dist.regather")) {
+        // ZeRO-3: a gather of its own for this use (not the one an earlier
+        // use made, which would keep the whole parameter alive between).
+        noteAxes(to);
+        Value gathered = in.sharding == to ? in.value : emitReshard(b, loc, in.value, in.sharding, to);
+        if (Operation *def = gathered.getDefiningOp(); def && isa<AllGatherOp>(def))
+          def->setAttr("dist.prefetch", UnitAttr::get(&getContext()));
+        locals[annotate.getResult()] = {gathered, to};
+        return success();
+      }
       locals[annotate.getResult()] = {reshard(b, loc, in.value, in.sharding, to), to};
       return success();
     }
     if (ShardingAttr attr = shardingOfVariable(op)) {
       // ZeRO state: each rank holds (and checkpoints) only its piece.
       auto var = cast<hpc::VariableOp>(op);
-      if (var.getValue())
-        return op->emitOpError("a sharded variable with initial data is not supported");
       Sharding s = Sharding::fromAttr(attr);
+      if (std::optional<ElementsAttr> value = var.getValue()) {
+        // ZeRO-3: the whole initial value is stored once; each rank's
+        // state starts from its rows (dim-0 pieces are contiguous).
+        if (s.dims.empty() || s.dims[0].empty() ||
+            llvm::any_of(ArrayRef(s.dims).drop_front(), [](const auto &a) { return !a.empty(); }))
+          return op->emitOpError("a sharded variable with initial data must be split along "
+                                 "its first dimension only");
+        op->setAttr("dist.global_value", *value);
+        op->setAttr("dist.rank_rows", axesAttr(b, s.dims[0]));
+        var.removeValueAttr();
+      }
       var.getResult().setType(localType(cast<RankedTensorType>(var.getType()), s));
       locals[var.getResult()] = {var.getResult(), s};
       noteAxes(s);

@@ -345,6 +345,14 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     return int64_t(d) < lead || in.getDimSize(int64_t(d) - lead) == 1;
   }
 
+  /// Whether `v`'s partial sums reach its users as such: a gemm with a C
+  /// operand is reduced by dist-partition itself (it adds C once, after
+  /// the reduction), so its users see the sum.
+  static bool keepsPartial(Value v) {
+    auto gemm = v.getDefiningOp<hpc::GemmOp>();
+    return !(gemm && gemm.getC());
+  }
+
   LogicalResult visit(Operation *op, bool megatron) {
     MLIRContext *ctx = &getContext();
     if (shardingOfVariable(op))
@@ -374,12 +382,14 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {}));
       return success();
     }
-    // A partial sum reshaped is a partial sum of the new shape: the
-    // reduction waits for whoever needs the sum (a bias gradient's rows,
-    // reduce-scattered under ZeRO-2, instead of all-reduced first).
-    if (isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp>(op)) {
+    // A partial sum reshaped (or transposed) is a partial sum of the new
+    // shape: the reduction waits for whoever needs the sum (a bias
+    // gradient's rows, reduce-scattered under ZeRO-2, instead of
+    // all-reduced first; a tied embedding's two gradients, added before one
+    // all-reduce instead of reduced apart).
+    if (isa<hpc::ReshapeOp, hpc::SqueezeOp, hpc::UnsqueezeOp, hpc::TransposeOp>(op)) {
       const Sharding *in = incoming(op->getOperand(0));
-      if (in && !in->partial.empty() &&
+      if (in && !in->partial.empty() && keepsPartial(op->getOperand(0)) &&
           llvm::all_of(in->dims, [](const auto &axes) { return axes.empty(); })) {
         Sharding out = Sharding::replicated(
             cast<RankedTensorType>(op->getResult(0).getType()).getRank());
@@ -396,6 +406,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     if (isa<hpc::AddOp>(op)) {
       const Sharding *lhs = incoming(op->getOperand(0)), *rhs = incoming(op->getOperand(1));
       if (lhs && rhs && !lhs->partial.empty() && *lhs == *rhs &&
+          keepsPartial(op->getOperand(0)) && keepsPartial(op->getOperand(1)) &&
           op->getOperand(0).getType() == op->getResult(0).getType() &&
           op->getOperand(1).getType() == op->getResult(0).getType()) {
         Attribute a = lhs->toAttr(ctx);

@@ -14,7 +14,11 @@
 //            full gradient dies there; the global norm adds the shards'
 //            partial sums of squares and reduces one scalar.
 //
-// Stage 3 (parameters in pieces, gathered before each use) is refused.
+//   stage 3: also the parameters (and their initial values): every use in
+//            the forward and backward passes gathers the parameter whole
+//            right before it (`dist.regather`: a gather per use, prefetched
+//            by dist-async-collectives, freed after), and the update writes
+//            this rank's rows of the state directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,9 +66,6 @@ struct DistZero : hpc::impl::DistZeroBase<DistZero> {
     };
     if (stage < 0 || stage > 3)
       return fail("--zero: expected a ZeRO stage 1, 2 or 3, got " + Twine(stage));
-    if (stage == 3)
-      return fail("--zero=3 (parameters sharded over dp) is not supported yet; use "
-                  "--zero=1 or --zero=2");
     MeshAttr meshAttr = module->getAttrOfType<MeshAttr>("dist.mesh");
     if (!meshAttr && !mesh.empty()) {
       std::string error;
@@ -97,6 +98,13 @@ struct DistZero : hpc::impl::DistZeroBase<DistZero> {
       auto var = param.getDefiningOp<hpc::VariableOp>();
       auto type = cast<RankedTensorType>(param.getType());
       if (!var || type.getRank() == 0 || type.getDimSize(0) % dp != 0) {
+        if (stage == 3) {
+          std::string shape;
+          llvm::raw_string_ostream(shape) << type;
+          return fail("--zero=3 keeps every parameter in dp rows, but '" +
+                      (var ? var.getName() : StringRef("?")) + "' (" + shape +
+                      ") has no first dimension that dp=" + Twine(dp) + " divides");
+        }
         ++replicated;
         continue;
       }
@@ -119,26 +127,45 @@ struct DistZero : hpc::impl::DistZeroBase<DistZero> {
 
       OpBuilder b(update);
       Location loc = update->getLoc();
-      if (stage >= 2) {
-        // The gradient in rows from where the backward pass finishes it.
+      {
+        // Where the backward pass finishes the gradient, it is reduced:
+        // whole (stage 1, as plain dp) or into rows (stage 2).
         Value raw = rawGradient(update->getOperand(1));
         if (Operation *def = raw.getDefiningOp())
           b.setInsertionPointAfter(def);
         else
           b.setInsertionPointToStart(&body);
-        auto rowsOf = AnnotateOp::create(b, loc, raw.getType(), raw, rowsAttr);
-        raw.replaceAllUsesExcept(rowsOf.getResult(), rowsOf);
+        auto reduced = AnnotateOp::create(b, loc, raw.getType(), raw,
+                                          stage >= 2 ? rowsAttr : whole);
+        raw.replaceAllUsesExcept(reduced.getResult(), reduced);
         b.setInsertionPoint(update);
       }
       // Stage 1: the (all-reduced, clipped) gradient's rows; stage 2: it is
       // already in rows (the clipping multiply kept them).
       Value grad = update->getOperand(1);
       update->setOperand(1, AnnotateOp::create(b, loc, grad.getType(), grad, rowsAttr));
+      update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
+      if (stage == 3) {
+        // The parameter itself in rows (its initial value too): each use
+        // gathers it whole right before it, and the update writes the rows.
+        var->setAttr("dist.sharding", rowsAttr);
+        SmallVector<OpOperand *> uses;
+        for (OpOperand &use : param.getUses())
+          if (use.getOwner() != update)
+            uses.push_back(&use);
+        for (OpOperand *use : uses) {
+          OpBuilder ub(use->getOwner());
+          auto gathered = AnnotateOp::create(ub, use->getOwner()->getLoc(), type, param, whole);
+          gathered->setAttr("dist.regather", UnitAttr::get(ctx));
+          use->set(gathered.getResult());
+        }
+        ++sharded;
+        continue;
+      }
       // The parameter's rows, updated in place, then gathered back into it
       // once every update has run (the gathers overlap the later updates).
       auto mine = AnnotateOp::create(b, loc, type, param, rowsAttr);
       update->setOperand(0, mine);
-      update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
       b.setInsertionPointAfter(update);
       auto gathered = AnnotateOp::create(b, loc, type, mine.getResult(), whole);
       b.setInsertionPoint(ret);

@@ -259,6 +259,10 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
                    {"init", e.initOffset < 0 ? "zeros" : "weights"}};
       if (e.initOffset >= 0)
         entry["weights_offset"] = e.initOffset;
+      if (!e.rankAxes.empty()) {
+        entry["rank_axes"] = Array(e.rankAxes);
+        entry["rank_stride"] = e.rankStride;
+      }
       state.push_back(std::move(entry));
     }
     m["state"] = std::move(state);

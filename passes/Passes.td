@@ -575,13 +575,18 @@ def DistZero : Pass<"dist-zero", "mlir::ModuleOp"> {
     - stage 2: also the gradient, right where the backward pass finishes it:
       it is reduce-scattered instead of all-reduced, and its global norm is
       summed from the shards;
-    - stage 3 is refused for now (the parameters would be sharded too).
+    - stage 3: also the parameters and their initial values: each use in
+      the forward and backward passes gathers the parameter whole right
+      before it (`dist.regather`; dist-partition marks the gather
+      `dist.prefetch` and dist-async-collectives starts it a few gathers
+      ahead), and the update writes this rank's rows of the state.
 
     A parameter whose first dimension dp does not divide keeps replicated
-    state (statistic `replicated`). The module gets `dist.zero = N`.
+    state under stages 1 and 2 (statistic `replicated`); stage 3 refuses it.
+    The module gets `dist.zero = N`.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage (0: off, 1, 2)">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage (0: off, 1, 2, 3)">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "The mesh (as dist-propagate's option), when the module has no dist.mesh">
   ];

@@ -445,6 +445,15 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   ArrayRef<int64_t> perm = getPerm();
   if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
     return getInput();
+  // A transpose undoing another (the backward of x @ W^T reads W back).
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> first = inner.getPerm();
+    bool identity = first.size() == perm.size();
+    for (size_t d = 0; identity && d < perm.size(); ++d)
+      identity = first[perm[d]] == int64_t(d);
+    if (identity)
+      return inner.getInput();
+  }
   auto inType = cast<RankedTensorType>(getInput().getType());
   if (!inType.hasStaticShape())
     return {};

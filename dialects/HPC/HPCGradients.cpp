@@ -616,6 +616,18 @@ LogicalResult gradTranspose(TransposeOp op, GraphBuilder &g, ArrayRef<Value> dy,
   SmallVector<int64_t> inverse(perm.size());
   for (auto [i, p] : llvm::enumerate(perm))
     inverse[p] = i;
+  // The gradient of x @ W^T with respect to W^T is a product read only
+  // here: (A B)^T is B^T A^T, one gemm instead of a gemm and a
+  // weight-sized transpose (a tied embedding's [vocab, d] gradient).
+  auto gemm = dy[0].getDefiningOp<GemmOp>();
+  if (gemm && perm.size() == 2 && perm[0] == 1 && dy[0].use_empty() && !gemm.getC() &&
+      gemm.getActivation() == "none") {
+    dxs[0] = g.op<GemmOp>({gemm.getB(), gemm.getA()},
+                          {g.f64("alpha", gemm.getAlpha().convertToDouble()),
+                           g.boolean("trans_a", !gemm.getTransB()),
+                           g.boolean("trans_b", !gemm.getTransA())});
+    return success();
+  }
   dxs[0] = g.transpose(dy[0], inverse);
   return success();
 }

@@ -51,7 +51,7 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
-                     "state in dp shards; 2: also the gradients; dist-zero)"),
+                     "state in dp shards; 2: also the gradients; 3: also the parameters; dist-zero)"),
       llvm::cl::init(0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "

@@ -202,6 +202,7 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
   int32_t id = plan.tensors.size() - 1;
   plan.stateBytes = slot.offset + plan.tensors[id].bytes;
   int64_t init = -1;
+  std::vector<int64_t> rankAxes;
   if (auto value = var.getValue()) {
     auto bytes = hpc::elementBytesOf(*value);
     if (failed(bytes) || int64_t(bytes->size()) != plan.tensors[id].bytes)
@@ -209,9 +210,30 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
     plan.weightsData.resize(alignUp(plan.weightsData.size()), '\0');
     init = plan.weightsData.size();
     plan.weightsData += *bytes;
-    plan.weightEntries.push_back({var.getName().str(), id, init, nullptr});
+    plan.weightEntries.push_back({var.getName().str(), id, init, nullptr, nullptr});
+  } else if (auto whole = var->getAttrOfType<ElementsAttr>("dist.global_value")) {
+    // ZeRO-3 (dist-partition): every rank's rows, stored once, rank-major.
+    auto bytes = hpc::elementBytesOf(whole);
+    hpc::dist::MeshAttr mesh = hpc::dist::lookupMesh(var);
+    auto axes = var->getAttrOfType<ArrayAttr>("dist.rank_rows");
+    int64_t pieces = 1;
+    for (Attribute a : axes ? axes : ArrayAttr()) {
+      int64_t index = mesh ? mesh.axisIndex(cast<StringAttr>(a).getValue()) : -1;
+      if (index < 0)
+        return var.emitOpError("names a mesh axis the module's mesh does not have"), failure();
+      rankAxes.push_back(index);
+      pieces *= mesh.getSizes()[index];
+    }
+    if (failed(bytes) || !axes || int64_t(bytes->size()) != plan.tensors[id].bytes * pieces)
+      return var.emitOpError("has whole initial data the compiler cannot read"), failure();
+    plan.weightsData.resize(alignUp(plan.weightsData.size()), '\0');
+    init = plan.weightsData.size();
+    plan.weightsData += *bytes;
+    plan.weightEntries.push_back(
+        {var.getName().str(), id, init, nullptr, cast<RankedTensorType>(whole.getType())});
   }
-  plan.stateEntries.push_back({var.getName().str(), id, var.getRole().str(), init});
+  plan.stateEntries.push_back({var.getName().str(), id, var.getRole().str(), init, rankAxes,
+                               rankAxes.empty() ? 0 : plan.tensors[id].bytes});
   return success();
 }
 
@@ -398,7 +420,8 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
       grow();
       root.back() = plan.tensors.size() - 1;
       plan.weightEntries.push_back({name, int32_t(plan.tensors.size() - 1), slot.offset,
-                                    op.getAttrOfType<DictionaryAttr>("dist.pieces_of")});
+                                    op.getAttrOfType<DictionaryAttr>("dist.pieces_of"),
+                                    nullptr});
       continue;
     }
     // An asynchronous op reads its operands until its wait: they stay live
@@ -443,6 +466,33 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
         plan.tensors.back().rankStride = plan.tensors.back().bytes;
         grow();
         root.back() = root[src];
+        continue;
+      }
+    }
+    // Pieces of an outermost split of an arena tensor are contiguous: views
+    // at their byte offsets, no copy (a gradient bucket split back into
+    // its gradients).
+    if (auto split = dyn_cast<hpc::SplitOp>(op)) {
+      int32_t src = plan.tensorIds.lookup(split.getInput());
+      auto in = cast<RankedTensorType>(split.getInput().getType());
+      int64_t axis = static_cast<int64_t>(split.getAxis());
+      if (axis < 0)
+        axis += in.getRank();
+      bool outermost = llvm::all_of(in.getShape().take_front(axis),
+                                    [](int64_t d) { return d == 1; });
+      const TensorSlot &from = plan.tensors[src];
+      if (outermost && plan.tensors[root[src]].region == Region::Arena && !from.blocked &&
+          from.rankAxes.empty()) {
+        int64_t at = from.viewOffset;
+        for (Value piece : split.getResults()) {
+          TensorSlot slot = plan.tensors[src];
+          slot.viewOffset = at;
+          if (failed(addTensor(piece, slot)))
+            return failure();
+          at += plan.tensors.back().bytes;
+          grow();
+          root.back() = root[src];
+        }
         continue;
       }
     }
@@ -506,7 +556,7 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
     if (root[id] != id) {
       plan.tensors[id].region = plan.tensors[root[id]].region;
       plan.tensors[id].index = plan.tensors[root[id]].index;
-      plan.tensors[id].offset = plan.tensors[root[id]].offset;
+      plan.tensors[id].offset = plan.tensors[root[id]].offset + plan.tensors[id].viewOffset;
     }
   if (failed(checkLayouts(body, plan)))
     return failure();
@@ -551,13 +601,15 @@ LogicalResult hpc::writeWeightsFile(const ProgramPlan &plan, StringRef path,
   std::vector<std::string> keys = weightKeys(plan);
   for (auto [w, key] : llvm::zip(plan.weightEntries, keys)) {
     const TensorSlot &t = plan.tensors[w.tensor];
+    RankedTensorType type = w.wholeType ? w.wholeType : t.type;
+    int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
     llvm::json::Object entry;
-    entry["dtype"] = safetensorsDType(t.type.getElementType());
+    entry["dtype"] = safetensorsDType(type.getElementType());
     llvm::json::Array shape;
-    for (int64_t d : t.type.getShape())
+    for (int64_t d : type.getShape())
       shape.push_back(d);
     entry["shape"] = std::move(shape);
-    entry["data_offsets"] = llvm::json::Array{w.dataOffset, w.dataOffset + t.bytes};
+    entry["data_offsets"] = llvm::json::Array{w.dataOffset, w.dataOffset + bytes};
     // How to put a piece-major weight back into the model's shape (the
     // dist dialect verified the attribute): {"shape":[...],"dim":D}.
     if (w.piecesOf) {

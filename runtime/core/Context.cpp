@@ -381,9 +381,6 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: tensors[" + std::to_string(i) + "] has input index " +
              std::to_string(tensors_[i].index) + ", but there are " +
              std::to_string(inputs_.size()) + " inputs");
-    parseState(m);
-    parseTrain(m);
-
     auto mit = m.find("mesh");
     if (mit != m.end() && !mit->is_null()) {
       const json &axes = field(*mit, "axes", "mesh");
@@ -433,6 +430,9 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: " + where + "'s last rank piece ends at byte " + std::to_string(end) +
              ", beyond the weights' " + std::to_string(weightsBytes_) + " bytes");
     }
+    // After the mesh: a ZeRO-3 state entry names its axes.
+    parseState(m);
+    parseTrain(m);
     auto bit = m.find("bytes_per_rank");
     if (bit != m.end() && bit->is_number_integer())
       bytesPerRank_ = bit->get<int64_t>();
@@ -505,7 +505,24 @@ void hpcrt_ctx::parseState(const json &m) {
       if (!hasWeights_)
         fail("manifest: " + where + " is initialized from the weights but there is no \"weights\"");
       e.weightsOffset = intField(j, "weights_offset", where);
-      uint64_t end = static_cast<uint64_t>(e.weightsOffset) + tensors_[id].bytes;
+      uint64_t pieces = 1;
+      if (j.contains("rank_axes")) {
+        const json &axes = j["rank_axes"];
+        if (!axes.is_array() || axes.empty())
+          fail("manifest: " + where + ".rank_axes is not a non-empty array");
+        for (const json &a : axes) {
+          if (!a.is_number_integer() || a.get<int64_t>() < 0 ||
+              a.get<int64_t>() >= static_cast<int64_t>(mesh_.size()))
+            fail("manifest: " + where + ".rank_axes names a mesh axis the mesh does not have");
+          e.rankAxes.push_back(a.get<int64_t>());
+          pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a.get<int64_t>())].size);
+        }
+        e.rankPieces = static_cast<int64_t>(pieces);
+        e.rankStride = intField(j, "rank_stride", where);
+        if (e.rankStride != static_cast<int64_t>(tensors_[id].bytes))
+          fail("manifest: " + where + ".rank_stride must be the tensor's bytes");
+      }
+      uint64_t end = static_cast<uint64_t>(e.weightsOffset) + tensors_[id].bytes * pieces;
       if (e.weightsOffset < 0 || end > weightsBytes_)
         fail("manifest: " + where + ".weights_offset " + std::to_string(e.weightsOffset) +
              " + " + std::to_string(tensors_[id].bytes) + " bytes is outside the weights' " +
@@ -714,9 +731,14 @@ void checkWeightsEntries(const SafetensorsFile &f, const std::vector<Tensor> &te
     if (t.region == Region::Weights && t.rankAxes.empty())
       planned[static_cast<uint64_t>(t.offset)].push_back({t.dtype, t.shape, ""});
   for (const StateEntry &e : state)
-    if (e.init == StateInit::Weights)
+    if (e.init == StateInit::Weights) {
+      // A ZeRO-3 entry holds every rank's rows: the whole tensor.
+      std::vector<int64_t> shape = tensors[e.tensor].shape;
+      if (!e.rankAxes.empty() && !shape.empty() && e.rankStride > 0)
+        shape[0] *= e.rankPieces;
       planned[static_cast<uint64_t>(e.weightsOffset)].push_back(
-          {tensors[e.tensor].dtype, tensors[e.tensor].shape, e.name});
+          {tensors[e.tensor].dtype, shape, e.name});
+    }
   std::set<uint64_t> covered;
   for (const SafetensorsRecord &r : f.records) {
     std::string where = path + ": tensor '" + r.name + "'";
@@ -842,6 +864,7 @@ void hpcrt_ctx::prepare() {
       memset(arena_.data(), 0, arenaBytes_);
     stateBuffer_ = backend_.allocate(stateBytes_);
     initializeState();
+    releaseInitOnlyWeights();
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputBound_[i]) {
@@ -875,14 +898,83 @@ void hpcrt_ctx::prepare() {
   prepared_ = true;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> hpcrt_ctx::initOnlyRanges() const {
+  std::vector<std::pair<uint64_t, uint64_t>> init, read, out;
+  for (const StateEntry &e : state_)
+    if (e.init == StateInit::Weights && tensors_[e.tensor].bytes > 0) {
+      uint64_t pieces = 1;
+      for (int64_t a : e.rankAxes)
+        pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a)].size);
+      init.push_back({static_cast<uint64_t>(e.weightsOffset),
+                      static_cast<uint64_t>(e.weightsOffset) + tensors_[e.tensor].bytes * pieces});
+    }
+  for (const Tensor &t : tensors_)
+    if (t.region == Region::Weights && t.bytes > 0) {
+      // A rank piece of a weight lies anywhere in its rank-major block.
+      uint64_t pieces = 1;
+      for (int64_t a : t.rankAxes)
+        pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a)].size);
+      uint64_t span = static_cast<uint64_t>(t.rankStride) * (pieces - 1) + t.bytes;
+      read.push_back({static_cast<uint64_t>(t.offset), static_cast<uint64_t>(t.offset) + span});
+    }
+  std::sort(read.begin(), read.end());
+  for (auto [begin, end] : init) {
+    // [begin, end) less every range a kernel reads.
+    uint64_t at = begin;
+    for (auto [rb, re] : read) {
+      if (re <= at || rb >= end)
+        continue;
+      if (rb > at)
+        out.push_back({at, rb});
+      at = std::max(at, re);
+    }
+    if (at < end)
+      out.push_back({at, end});
+  }
+  return out;
+}
+
+uint64_t hpcrt_ctx::initOnlyWeightsBytes() const {
+  uint64_t n = 0;
+  for (auto [begin, end] : initOnlyRanges())
+    n += end - begin;
+  return n;
+}
+
+void hpcrt_ctx::releaseInitOnlyWeights() {
+  if (!weightsData_ || initReleased_)
+    return;
+  initReleased_ = true;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  for (auto [begin, end] : initOnlyRanges()) {
+    uintptr_t from = reinterpret_cast<uintptr_t>(weightsData_) + begin;
+    uintptr_t to = reinterpret_cast<uintptr_t>(weightsData_) + end;
+    from = (from + page - 1) / page * page;
+    to = to / page * page;
+    // A private file mapping reads the file again if ever touched; the
+    // copy's pages would read zeros, but nothing reads them after this.
+    if (to > from && madvise(reinterpret_cast<void *>(from), to - from, MADV_DONTNEED) == 0)
+      releasedBytes_ += to - from;
+  }
+}
+
 void hpcrt_ctx::initializeState() {
+  if (initReleased_)
+    fail("the state's initial values were released after the first initialization");
   if (stateBytes_)
     memset(stateBuffer_.data(), 0, stateBytes_);
   for (const StateEntry &e : state_) {
     const Tensor &t = tensors_[e.tensor];
-    if (e.init == StateInit::Weights && t.bytes > 0)
-      memcpy(static_cast<uint8_t *>(stateBuffer_.data()) + t.offset,
-             weightsData_ + e.weightsOffset, t.bytes);
+    if (e.init != StateInit::Weights || t.bytes == 0)
+      continue;
+    uint64_t from = static_cast<uint64_t>(e.weightsOffset);
+    if (!e.rankAxes.empty()) {
+      if (!comm_)
+        fail("state '" + e.name + "' starts from this rank's rows: run under mpirun");
+      from += static_cast<uint64_t>(comm_->group(e.rankAxes).index) *
+              static_cast<uint64_t>(e.rankStride);
+    }
+    memcpy(static_cast<uint8_t *>(stateBuffer_.data()) + t.offset, weightsData_ + from, t.bytes);
   }
 }
 
@@ -896,7 +988,7 @@ void *hpcrt_ctx::inputData(size_t i) {
 
 uint64_t hpcrt_ctx::residentBytes() const {
   uint64_t n = arena_.size() + stateBuffer_.size() + weightsCopy_.size() + mapBytes_ +
-               scratchpad_.size() + kernelStateBytes();
+               scratchpad_.size() + kernelStateBytes() - releasedBytes_;
   for (const Buffer &b : inputBuffers_)
     n += b.size();
   return n;

@@ -93,6 +93,11 @@ struct StateEntry {
   std::string role; ///< "param" (a model weight) or "optimizer"
   StateInit init = StateInit::Zeros;
   int64_t weightsOffset = 0; ///< StateInit::Weights: offset in the weights data
+  /// ZeRO-3: the weights hold every rank's rows; this rank's start at
+  /// weightsOffset + (its index over these mesh axes) * rankStride.
+  std::vector<int64_t> rankAxes;
+  int64_t rankStride = 0;
+  int64_t rankPieces = 1; ///< ranks over rankAxes
   /// A tensor of the model (a trained "param", or a "buffer" such as
   /// batch-norm running statistics in train mode), saved under its
   /// initializer name; not optimizer state.
@@ -182,6 +187,12 @@ public:
   bool hasWeights() const { return hasWeights_; }
   const std::string &weightsFile() const { return weightsFile_; }
   uint64_t weightsBytes() const { return weightsBytes_; }
+  /// Bytes of the weights data only the state's initial values read: once
+  /// prepare() has initialized the state they are released (a train step's
+  /// parameters live in the state, not next to their initial copy).
+  uint64_t initOnlyWeightsBytes() const;
+  /// The weights the kernels read: what stays resident.
+  uint64_t residentWeightsBytes() const { return weightsBytes_ - initOnlyWeightsBytes(); }
   uint64_t weightsHash() const { return weightsHash_; }
   const std::vector<hpcrt::NamedTensor> &inputList() const { return inputs_; }
   const std::vector<hpcrt::NamedTensor> &outputList() const { return outputs_; }
@@ -362,6 +373,12 @@ private:
   void parseTrain(const nlohmann::json &manifest);
   /// Fills the freshly allocated state buffer (zeros, weights).
   void initializeState();
+  /// The [begin, end) offsets of the weights data that only initialize state.
+  std::vector<std::pair<uint64_t, uint64_t>> initOnlyRanges() const;
+  /// Returns the pages of those ranges to the system (after initializeState).
+  void releaseInitOnlyWeights();
+  uint64_t releasedBytes_ = 0; ///< whole pages handed back
+  bool initReleased_ = false;
 };
 
 namespace hpcrt {

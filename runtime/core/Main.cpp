@@ -328,7 +328,10 @@ int infoCommand(int argc, char **argv) {
   }
   if (std::string layout = driver::planLayout(hpc_manifest); layout.find("ZeRO-") != std::string::npos)
     printf("state layout: %s (each dp rank holds its rows of the optimizer state%s)\n",
-           layout.c_str(), layout.find("ZeRO-2") != std::string::npos ? " and gradients" : "");
+           layout.c_str(),
+           layout.find("ZeRO-3") != std::string::npos   ? ", gradients and parameters"
+           : layout.find("ZeRO-2") != std::string::npos ? " and gradients"
+                                                        : "");
   if (ctx.isTrainStep())
     driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());

@@ -69,7 +69,7 @@ uint64_t inputBytes(const Context &ctx) {
 /// activations and gradients, the buckets among them), the weights and the
 /// inputs. The kernels' own allocations come on top once they are set up.
 uint64_t compiledBytes(const Context &ctx) {
-  return ctx.stateBytes() + ctx.arenaBytes() + ctx.weightsBytes() + inputBytes(ctx);
+  return ctx.stateBytes() + ctx.arenaBytes() + ctx.residentWeightsBytes() + inputBytes(ctx);
 }
 
 /// The most resident memory this process had (the kernel's count, which
@@ -183,6 +183,12 @@ int Trainer::run() {
 void Trainer::setup() {
   mpi_.step([&] {
     killStep_ = faultKillStep();
+    // Each rank holds only its rows of a ZeRO-3 parameter: files of whole
+    // parameters would need a gather first.
+    if (plan_.layout.find("ZeRO-3") != std::string::npos &&
+        (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
+      fail("--save, --save-onnx and --init-weights need whole parameters; under ZeRO-3 each "
+           "rank holds its rows (checkpoints with --ckpt-dir work)");
     setupProgram();
     setupData();
     setupSchedule();
@@ -511,12 +517,14 @@ int trainCommand(int argc, char **argv) {
 void printTrainInfo(const Context &ctx) {
   const TrainInfo &t = ctx.train();
   printf("memory plan: %llu bytes per rank (state %llu, arena %llu, weights %llu, inputs "
-         "%llu; the kernels' own allocations come on top)\n",
+         "%llu; the kernels' own allocations come on top; the %llu bytes of weights that "
+         "only initialize the state are released once they have)\n",
          static_cast<unsigned long long>(compiledBytes(ctx)),
          static_cast<unsigned long long>(ctx.stateBytes()),
          static_cast<unsigned long long>(ctx.arenaBytes()),
-         static_cast<unsigned long long>(ctx.weightsBytes()),
-         static_cast<unsigned long long>(inputBytes(ctx)));
+         static_cast<unsigned long long>(ctx.residentWeightsBytes()),
+         static_cast<unsigned long long>(inputBytes(ctx)),
+         static_cast<unsigned long long>(ctx.initOnlyWeightsBytes()));
   printf("state: %llu bytes, %zu tensors\n", static_cast<unsigned long long>(ctx.stateBytes()),
          ctx.stateList().size());
   for (const StateEntry &e : ctx.stateList()) {

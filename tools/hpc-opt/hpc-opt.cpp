@@ -131,7 +131,8 @@ static llvm::cl::opt<std::string> zeroFlag(
     llvm::cl::desc("With --train and a dp axis: ZeRO stage. 1: the optimizer state is "
                    "split over the dp ranks (each updates its rows of every parameter, "
                    "then they are all-gathered); 2: also the gradients (reduce-scattered "
-                   "as the backward pass produces them). Default 0 (off)"),
+                   "as the backward pass produces them); 3: also the parameters "
+                   "(gathered before each use). Default 0 (off)"),
     llvm::cl::init(""), llvm::cl::cat(compileCategory));
 
 /// --bucket-mb as MiB (-1 for auto); false for anything but auto or a

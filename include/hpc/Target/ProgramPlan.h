@@ -32,6 +32,9 @@ struct TensorSlot {
   /// Byte offset in the arena, the state or the weights data section.
   int64_t offset = 0;
   int64_t bytes = 0;
+  /// A view's bytes past the start of its root (a piece of an outermost
+  /// split); 0 for roots and whole views.
+  int64_t viewOffset = 0;
   mlir::RankedTensorType type;
   /// A rank's piece of a weight split along its outermost dimension (a
   /// dist.all_slice planned as a view): the data starts rankStride bytes
@@ -59,6 +62,9 @@ struct ProgramPlan {
     /// `dist.pieces_of` of a weight stored piece-major (dist-weight-pieces):
     /// the model's shape and the split dim; null otherwise.
     mlir::DictionaryAttr piecesOf;
+    /// A ZeRO-3 parameter's whole initial value (its tensor is one rank's
+    /// rows): the shape the entry has in the file; null otherwise.
+    mlir::RankedTensorType wholeType;
   };
   std::string weightsData;
   std::vector<WeightEntry> weightEntries;
@@ -69,6 +75,10 @@ struct ProgramPlan {
     std::string role;
     /// Offset of the initial value in the weights data; -1: zeros.
     int64_t initOffset;
+    /// ZeRO-3: the initial value holds every rank's rows; this rank's are
+    /// at initOffset + (its index over these mesh axes) * rankStride.
+    std::vector<int64_t> rankAxes = {};
+    int64_t rankStride = 0;
   };
   int64_t stateBytes = 0;
   std::vector<StateEntry> stateEntries;
