@@ -1,4 +1,4 @@
-//===- DistBucket.cpp - gradient all-reduces fused into buckets -----------===//
+//===- DistBucket.cpp - gradient reductions fused into buckets ------------===//
 //
 // A data-parallel train step all-reduces every weight gradient on its own:
 // dozens of small messages, each paying the link's latency (on the two-node
@@ -7,7 +7,8 @@
 // PyTorch DDP and DeepSpeed do: in the order their operands are ready (the
 // order the backward pass finishes the gradients), up to `bucket-bytes`
 // each (by default about 16 buckets in all, see autoBucketBytes), the members flattened and concatenated, one all_reduce, and the
-// result split back. A bucket's all_reduce sits right after its last
+// result split back. ZeRO-2's reduce_scatters into gradient rows are
+// bucketed the same way (see fuse). A bucket's all_reduce sits right after its last
 // member's operand, so dist-async-collectives can start it there.
 //
 // A collective joins the open bucket only when nothing uses the results of
@@ -39,9 +40,9 @@ using namespace hpc::dist;
 
 namespace {
 
-/// One all_reduce and where it can move.
+/// One all_reduce (or dim-0 reduce_scatter) and where it can move.
 struct Member {
-  mutable AllReduceOp op; ///< a handle (its accessors are not const)
+  Operation *op;       ///< an AllReduceOp or a ReduceScatterOp
   Operation *ready;    ///< its operand's definition (null: a block argument)
   Operation *firstUse; ///< the first op of the block that needs its result
   llvm::SetVector<Operation *> relayouts; ///< re-layouts of the result before that
@@ -61,22 +62,31 @@ bool notAfter(Operation *a, Operation *b) {
 
 /// The all_reduces of `block` that may be bucketed, in the order their
 /// operands are ready.
+/// Whether `op` is a collective a bucket can take: an all_reduce, or a
+/// reduce_scatter into dimension 0 (ZeRO-2's gradient rows), uncompressed.
+bool bucketable(Operation &op) {
+  if (auto ar = dyn_cast<AllReduceOp>(op))
+    return !ar.getCompressionAttr();
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    return !rs.getCompressionAttr() && rs.getDim() == 0;
+  return false;
+}
+
 SmallVector<Member> candidates(Block &block) {
   SmallVector<Member> out;
   for (Operation &op : block) {
-    auto ar = dyn_cast<AllReduceOp>(op);
-    if (!ar || ar.getCompressionAttr())
+    if (!bucketable(op))
       continue;
-    Operation *ready = ar.getInput().getDefiningOp();
-    if (ready && (ready->getBlock() != &block || isa<AllReduceOp>(ready)))
+    Value input = op.getOperand(0), result = op.getResult(0);
+    Operation *ready = input.getDefiningOp();
+    if (ready && (ready->getBlock() != &block || isa<AllReduceOp, ReduceScatterOp>(ready)))
       continue; // a reduction of a reduction stays as it is (fusing erases ops)
-    llvm::SetVector<Operation *> chain = hpc::relayoutsOf(ar.getResult(), &block);
+    llvm::SetVector<Operation *> chain = hpc::relayoutsOf(result, &block);
     bool outside = false;
-    Operation *first = hpc::firstRealUse(ar.getResult(), &block, chain, outside);
-    if (outside || !first || isa<AllReduceOp>(first))
+    Operation *first = hpc::firstRealUse(result, &block, chain, outside);
+    if (outside || !first || isa<AllReduceOp, ReduceScatterOp>(first))
       continue;
-    out.push_back(
-        {ar, ready, first, std::move(chain), hpc::dist::bytesOf(ar.getInput().getType())});
+    out.push_back({&op, ready, first, std::move(chain), hpc::dist::bytesOf(input.getType())});
   }
   llvm::stable_sort(out, [](const Member &a, const Member &b) {
     return a.ready != b.ready && notAfter(a.ready, b.ready);
@@ -89,9 +99,12 @@ SmallVector<Member> candidates(Block &block) {
 bool joins(ArrayRef<Member> bucket, int64_t bucketBytes, const Member &m, int64_t cap) {
   if (bucket.empty())
     return true;
-  AllReduceOp head = bucket.front().op;
-  if (head.getAxes() != m.op.getAxes() || head.getReduction() != m.op.getReduction() ||
-      rankedOf(head.getInput()).getElementType() != rankedOf(m.op.getInput()).getElementType() ||
+  Operation *head = bucket.front().op;
+  if (head->getName() != m.op->getName() ||
+      head->getAttr("axes") != m.op->getAttr("axes") ||
+      head->getAttr("reduction") != m.op->getAttr("reduction") ||
+      rankedOf(head->getOperand(0)).getElementType() !=
+          rankedOf(m.op->getOperand(0)).getElementType() ||
       bucketBytes + m.bytes > cap)
     return false;
   // Sorted by readiness, `m` is the last ready: the fused op goes after
@@ -110,13 +123,17 @@ Value reshaped(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
 }
 
 /// Replaces the members of `bucket` by one all_reduce of their flattened,
-/// concatenated operands, after the last one is ready.
+/// concatenated operands, after the last one is ready. A bucket of
+/// reduce_scatters into dimension 0 lays each member out as [G, n/G] (row r
+/// is rank r's rows: a dim-0 piece is contiguous) and concatenates along
+/// dimension 1, so the one reduce_scatter gives every rank its rows of
+/// every member.
 void fuse(ArrayRef<Member> bucket) {
   Operation *last = nullptr;
   for (const Member &m : bucket)
     if (!notAfter(m.ready, last))
       last = m.ready;
-  AllReduceOp head = bucket.front().op;
+  Operation *head = bucket.front().op;
   Block *block = head->getBlock();
   // Everything goes before `anchor`, the op after the last operand (past
   // the members themselves, which go away).
@@ -124,31 +141,48 @@ void fuse(ArrayRef<Member> bucket) {
   while (llvm::any_of(bucket, [&](const Member &m) { return m.op == anchor; }))
     anchor = anchor->getNextNode();
   OpBuilder b(anchor);
-  Location loc = head.getLoc();
-  Type element = rankedOf(head.getInput()).getElementType();
+  Location loc = head->getLoc();
+  Type element = rankedOf(head->getOperand(0)).getElementType();
+  auto scatter = dyn_cast<ReduceScatterOp>(head);
+  // Rows: 1 for an all_reduce, the group for a reduce_scatter.
+  int64_t rows = 1;
+  if (scatter)
+    rows = rankedOf(head->getOperand(0)).getDimSize(0) / rankedOf(head->getResult(0)).getDimSize(0);
   SmallVector<Value> flat;
   SmallVector<int64_t> sizes;
   int64_t total = 0;
   for (const Member &m : bucket) {
-    int64_t n = rankedOf(m.op.getInput()).getNumElements();
-    auto type = RankedTensorType::get({n}, element);
-    flat.push_back(reshaped(b, loc, m.op.getInput(), type));
+    int64_t n = rankedOf(m.op->getOperand(0)).getNumElements() / rows;
+    auto type = scatter ? RankedTensorType::get({rows, n}, element)
+                        : RankedTensorType::get({n}, element);
+    flat.push_back(reshaped(b, loc, m.op->getOperand(0), type));
     sizes.push_back(n);
     total += n;
   }
-  auto whole = RankedTensorType::get({total}, element);
-  Value joined = hpc::ConcatOp::create(b, loc, whole, flat, b.getI64IntegerAttr(0));
-  Value reduced = AllReduceOp::create(b, loc, whole, joined, head.getAxes(),
-                                      head.getReductionAttr(), Attribute());
+  Value reduced;
+  if (scatter) {
+    Value joined = hpc::ConcatOp::create(b, loc, RankedTensorType::get({rows, total}, element),
+                                         flat, b.getI64IntegerAttr(1));
+    Value mine = ReduceScatterOp::create(b, loc, RankedTensorType::get({1, total}, element),
+                                         joined, scatter.getAxes(), scatter.getReductionAttr(),
+                                         b.getI64IntegerAttr(0), Attribute());
+    reduced = reshaped(b, loc, mine, RankedTensorType::get({total}, element));
+  } else {
+    auto whole = RankedTensorType::get({total}, element);
+    Value joined = hpc::ConcatOp::create(b, loc, whole, flat, b.getI64IntegerAttr(0));
+    auto ar = cast<AllReduceOp>(head);
+    reduced = AllReduceOp::create(b, loc, whole, joined, ar.getAxes(), ar.getReductionAttr(),
+                                  Attribute());
+  }
   SmallVector<Type> pieces;
   for (int64_t n : sizes)
     pieces.push_back(RankedTensorType::get({n}, element));
   auto split = hpc::SplitOp::create(b, loc, pieces, reduced, b.getI64IntegerAttr(0),
                                     b.getDenseI64ArrayAttr(sizes));
   for (auto [m, piece] : llvm::zip(bucket, split.getResults())) {
-    RankedTensorType type = rankedOf(m.op.getResult());
+    RankedTensorType type = rankedOf(m.op->getResult(0));
     Value back = reshaped(b, loc, piece, type);
-    m.op.getResult().replaceAllUsesWith(back);
+    m.op->getResult(0).replaceAllUsesWith(back);
     m.op->erase();
     // Re-layouts that were before the bucket follow it.
     hpc::moveRelayouts(m.relayouts, back.getDefiningOp(), anchor);
@@ -182,6 +216,11 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
         for (const Member &m : all)
           total += m.bytes;
         cap = autoBucketBytes(total);
+        // ZeRO-2/3 hold only a dp-th of the gradients, next to the two
+        // buckets in flight (dist-async-collectives): half-size buckets keep
+        // those to about a sixteenth of the gradients.
+        if (auto zero = module->getAttrOfType<IntegerAttr>("dist.zero"); zero && zero.getInt() >= 2)
+          cap = std::max<int64_t>(cap / 2, 1 << 20);
       }
       SmallVector<Member> bucket;
       int64_t bytes = 0;

@@ -514,7 +514,7 @@ def DistCommReport : Pass<"dist-comm-report", "mlir::ModuleOp"> {
 }
 
 def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
-  let summary = "Fuse the all-reduces of a per-rank program into buckets";
+  let summary = "Fuse the all-reduces (and ZeRO-2/3 reduce-scatters into rows) of a per-rank program into buckets";
   let description = [{
     Fuses the gradient all-reduces of a partitioned train step (any
     all-reduces whose results are not used before the others are ready) into

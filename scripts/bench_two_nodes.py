@@ -15,7 +15,7 @@ needs to be well above 1.
 
 usage: /usr/bin/python3 scripts/bench_two_nodes.py [--layers 4] [--embd 256]
        [--vocab 2048] [--seq 128] [--batch 64] [--steps 8] [--warmup 3]
-       [--rate 1gbit] [--bucket-mb auto] [--dp 2] [--keep DIR]
+       [--rate 1gbit] [--bucket-mb auto] [--dp 2] [--zero N] [--keep DIR]
 Needs root (network namespaces), build/bin/hpc-opt, numpy and mpirun.
 """
 import argparse
@@ -74,6 +74,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--bucket-mb", default="auto")
+    ap.add_argument("--zero", type=int, default=0, help="ZeRO stage of both variants (0: off)")
     ap.add_argument("--keep", default="", help="keep the binaries and traces in this directory")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,8 +92,9 @@ def main():
         bins, sent = {}, 0
         for name, extra in variants.items():
             bins[name] = f"{d}/{name}.bin"
+            zero = [f"--zero={a.zero}"] if a.zero else []
             sent = compile_step(model, a.batch, a.seq, a.dp,
-                                ["--bucket-mb", a.bucket_mb, *extra], bins[name])
+                                ["--bucket-mb", a.bucket_mb, *zero, *extra], bins[name])
         run([CLUSTER, "--name", NAME, "up", "--rate", a.rate])
         try:
             link = run([CLUSTER, "--name", NAME, "run", "-n", "2", "--per-node", "1",
@@ -110,7 +112,7 @@ def main():
             run([CLUSTER, "--name", NAME, "down"])
     print(f"model: GPT {a.layers} layers, d={a.embd}, vocab {a.vocab}; global batch {a.batch} x {a.seq} tokens, dp={a.dp} "
           f"({a.dp // 2} rank(s) a node), "
-          f"link {a.rate}, buckets {a.bucket_mb} MiB")
+          f"link {a.rate}, buckets {a.bucket_mb} MiB" + (f", ZeRO-{a.zero}" if a.zero else ""))
     print(f"gradient bytes each rank sends per step: {sent}; all_reduce across the link "
           f"(hpc-calibrate --quick): beta {beta['beta_gbytes_per_s']:.3f} GB/s, alpha "
           f"{beta['alpha_us']:.0f} us -> {sent / beta['beta_gbytes_per_s'] / 1e6:.1f} ms")

@@ -466,6 +466,7 @@ void Trainer::finish(double wallS) {
           .add("state_bytes", ctx_.stateBytes())
           .add("arena_bytes", ctx_.arenaBytes())
           .add("weights_bytes", ctx_.weightsBytes())
+          .add("weights_resident_bytes", ctx_.residentWeightsBytes())
           .add("kernel_bytes", kernelBytes)
           .add("input_bytes", inputBytes(ctx_))
           .add("data_bytes", dataBytes)
@@ -482,7 +483,7 @@ void Trainer::finish(double wallS) {
            static_cast<unsigned long long>(peak), static_cast<unsigned long long>(planned),
            static_cast<unsigned long long>(ctx_.stateBytes()),
            static_cast<unsigned long long>(ctx_.arenaBytes()),
-           static_cast<unsigned long long>(ctx_.weightsBytes()),
+           static_cast<unsigned long long>(ctx_.residentWeightsBytes()),
            static_cast<unsigned long long>(inputBytes(ctx_)),
            static_cast<unsigned long long>(kernelBytes),
            static_cast<unsigned long long>(peakRss));

@@ -5,6 +5,7 @@
 // RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=160 | FileCheck %s --check-prefix=FITS
 // RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=150 | FileCheck %s --check-prefix=OFF
 // RUN: hpc-opt %s -split-input-file --dist-bucket=bucket-bytes=0 | FileCheck %s --check-prefix=OFF
+// RUN: hpc-opt %s -split-input-file --dist-bucket | FileCheck %s --check-prefix=SCATTER
 
 // Gradient all-reduces whose results are needed only at the end fuse into
 // one, in the order their operands are ready, right after the last one; the
@@ -65,5 +66,33 @@ module attributes {dist.mesh = #dist.mesh<dp = 2 : intra_node, tp = 2 : intra_no
     %b = dist.all_reduce %a over ["tp"] sum : tensor<8xf32> -> tensor<8xf32>
     %c = dist.all_reduce %h over ["dp"] sum : tensor<8xf32> -> tensor<8xf32>
     return %b, %c : tensor<8xf32>, tensor<8xf32>
+  }
+}
+
+// -----
+
+// ZeRO-2's reduce-scatters into gradient rows bucket too: each member laid
+// out as [2, n/2] (row r: rank r's rows), concatenated along dim 1, one
+// reduce_scatter, and this rank's row split back into its rows of each.
+// CHAIN: func.func @rows
+// SCATTER-LABEL: func.func @rows
+// SCATTER: %[[A:.+]] = hpc.reshape %{{.+}} {shape = array<i64: 2, 16>} : (tensor<4x8xf32>) -> tensor<2x16xf32>
+// SCATTER: %[[B:.+]] = hpc.reshape %{{.+}} {shape = array<i64: 2, 4>} : (tensor<8xf32>) -> tensor<2x4xf32>
+// SCATTER: %[[C:.+]] = hpc.concat %[[A]], %[[B]] {axis = 1 : i64} : (tensor<2x16xf32>, tensor<2x4xf32>) -> tensor<2x20xf32>
+// SCATTER: %[[R:.+]] = dist.reduce_scatter %[[C]] over ["dp"] sum dim 0 : tensor<2x20xf32> -> tensor<1x20xf32>
+// SCATTER: %[[F:.+]] = hpc.reshape %[[R]] {shape = array<i64: 20>}
+// SCATTER: %[[S:.+]]:2 = hpc.split %[[F]] {axis = 0 : i64, sizes = array<i64: 16, 4>}
+// SCATTER: hpc.reshape %[[S]]#0 {shape = array<i64: 2, 8>} : (tensor<16xf32>) -> tensor<2x8xf32>
+// SCATTER: hpc.neg %[[S]]#1 : tensor<4xf32>
+// SCATTER-NOT: dist.reduce_scatter
+module attributes {dist.bytes_per_rank = 0 : i64, dist.mesh = #dist.mesh<dp = 2 : intra_node>} {
+  func.func @rows(%x: tensor<4x8xf32>, %y: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>) {
+    %ga = hpc.relu %x : tensor<4x8xf32>
+    %ra = dist.reduce_scatter %ga over ["dp"] sum dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+    %gb = hpc.relu %y : tensor<8xf32>
+    %rb = dist.reduce_scatter %gb over ["dp"] sum dim 0 : tensor<8xf32> -> tensor<4xf32>
+    %na = hpc.neg %ra : tensor<2x8xf32>
+    %nb = hpc.neg %rb : tensor<4xf32>
+    return %na, %nb : tensor<2x8xf32>, tensor<4xf32>
   }
 }
