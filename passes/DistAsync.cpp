@@ -125,12 +125,12 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
       // (a ZeRO update of its rows, gathered next).
       for (Operation *user : input.getUsers())
         if (user != op && user->getBlock() == block && user->isBeforeInBlock(op) &&
-            !isMemoryEffectFree(user) && (at == block->end() || !user->isBeforeInBlock(&*at)))
+            !isMemoryEffectFree(user) && !user->isBeforeInBlock(&*at))
           at = std::next(user->getIterator());
       if (prefetch && prefetchWaits.size() >= kPrefetch) {
         Operation *earlier = prefetchWaits[prefetchWaits.size() - kPrefetch];
-        if (earlier->getBlock() == block && at != block->end() &&
-            (&*at)->isBeforeInBlock(earlier) && earlier->isBeforeInBlock(op))
+        if (earlier->getBlock() == block && (&*at)->isBeforeInBlock(earlier) &&
+            earlier->isBeforeInBlock(op))
           at = std::next(earlier->getIterator());
       }
       // After the starts already placed there, so starts keep program order.

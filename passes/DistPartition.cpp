@@ -71,12 +71,15 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
   llvm::DenseMap<std::pair<Value, Attribute>, Value> resharded;
 
   /// Brings `cur` (with sharding `from`) to sharding `to`, inserting
-  /// collectives at the builder's position (or reusing an earlier result).
+  /// collectives at the builder's position (or, with `reuse`, reusing an
+  /// earlier result).
   Value reshard(OpBuilder &b, Location loc, Value cur, const Sharding &from,
-                const Sharding &to) {
+                const Sharding &to, bool reuse = true) {
     noteAxes(to);
     if (from == to)
       return cur;
+    if (!reuse)
+      return emitReshard(b, loc, cur, from, to);
     std::pair<Value, Attribute> key{cur, to.toAttr(&getContext())};
     Value &done = resharded[key];
     if (!done)
@@ -177,17 +180,14 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     if (auto annotate = dyn_cast<AnnotateOp>(op)) {
       Local in = locals.lookup(annotate.getInput());
       Sharding to = Sharding::fromAttr(annotate.getSharding());
-      if (annotate->hasAttr("dist.regather")) {
-        // ZeRO-3: a gather of its own for this use (not the one an earlier
-        // use made, which would keep the whole parameter alive between).
-        noteAxes(to);
-        Value gathered = in.sharding == to ? in.value : emitReshard(b, loc, in.value, in.sharding, to);
-        if (Operation *def = gathered.getDefiningOp(); def && isa<AllGatherOp>(def))
-          def->setAttr("dist.prefetch", UnitAttr::get(&getContext()));
-        locals[annotate.getResult()] = {gathered, to};
-        return success();
-      }
-      locals[annotate.getResult()] = {reshard(b, loc, in.value, in.sharding, to), to};
+      // ZeRO-3's dist.regather: a gather of its own for this use (not the
+      // one an earlier use made, which would keep the whole parameter alive
+      // between), prefetched by dist-async-collectives.
+      bool regather = annotate->hasAttr("dist.regather");
+      Value local = reshard(b, loc, in.value, in.sharding, to, /*reuse=*/!regather);
+      if (Operation *def = local.getDefiningOp(); regather && isa_and_nonnull<AllGatherOp>(def))
+        def->setAttr("dist.prefetch", UnitAttr::get(&getContext()));
+      locals[annotate.getResult()] = {local, to};
       return success();
     }
     if (ShardingAttr attr = shardingOfVariable(op)) {

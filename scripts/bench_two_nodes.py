@@ -27,10 +27,8 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 import mpibench
-from mpibench import HPC_OPT, ROOT, run
+from mpibench import HPC_OPT, ROOT, gpt_with_tokens, run
 
 CLUSTER = os.path.join(ROOT, "scripts", "netns-cluster.sh")
 NAME = "bench-two-nodes"
@@ -80,14 +78,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or tmp
         os.makedirs(d, exist_ok=True)
-        model = f"{d}/gpt.onnx"
-        run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
-             str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
-             str(a.vocab), "--max-pos", str(a.seq), "-o", model])
-        rng = np.random.default_rng(0)
-        tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
-        np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
-        np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
+        model, _ = gpt_with_tokens(d, a)
         variants = {"overlap": [], "no-overlap": ["--no-overlap"]}
         bins, sent = {}, 0
         for name, extra in variants.items():

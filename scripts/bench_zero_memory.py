@@ -21,9 +21,7 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-
-from mpibench import HPC_OPT, MPIRUN, ROOT, run
+from mpibench import HPC_OPT, MPIRUN, gpt_with_tokens, run
 
 BOUNDS = {1: 0.65, 2: 0.50, 3: 0.35}
 
@@ -50,14 +48,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or tmp
         os.makedirs(d, exist_ok=True)
-        model = f"{d}/gpt.onnx"
-        print(run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
-                   str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
-                   str(a.vocab), "--max-pos", str(a.seq), "-o", model]).strip())
-        rng = np.random.default_rng(0)
-        tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
-        np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
-        np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
+        model, summary_line = gpt_with_tokens(d, a)
+        print(summary_line)
         results = {}
         for stage in (0, 1, 2, 3):
             out = f"{d}/zero{stage}.bin"

@@ -1,6 +1,7 @@
 """What the multi-rank benchmark scripts share: where hpc-opt is, the
-launcher, running a command (exit with its output when it fails) and the
-ms/run a compiled program reports."""
+launcher, running a command (exit with its output when it fails), the
+ms/run a compiled program reports, and a GPT train-step model with token
+data."""
 import os
 import re
 import subprocess
@@ -22,3 +23,20 @@ def run(cmd):
 def ms_per_run(output):
     """The mean time per run a program printed with `run --iters N`."""
     return float(re.search(r"time: ([\d.]+) ms/run", output).group(1))
+
+
+def gpt_with_tokens(d, a):
+    """Writes d/gpt.onnx (scripts/gen_gpt.py of a.layers, a.embd, a.heads,
+    a.vocab, a.seq) and a.batch * a.steps random token rows as
+    d/input_ids.npy and d/labels.npy (shifted by one); returns the model
+    path and gen_gpt's summary line."""
+    import numpy as np
+    model = f"{d}/gpt.onnx"
+    out = run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
+               str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
+               str(a.vocab), "--max-pos", str(a.seq), "-o", model])
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
+    np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
+    np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
+    return model, out.strip()

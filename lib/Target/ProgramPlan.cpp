@@ -261,35 +261,33 @@ static LogicalResult checkStateUpdate(Operation *op, const hpc::ProgramPlan &pla
   return success();
 }
 
-/// The collective (or its start) whose result `assign` copies into its
-/// target, when the collective may write the target directly: the result
-/// has no other reader and fills a fresh arena buffer, the target is a
-/// whole state tensor of the same type, and nothing touches the target
-/// after the collective starts. Null otherwise.
-static Operation *gatheredForAssign(hpc::AssignOp assign, const hpc::ProgramPlan &plan,
-                                    const std::vector<int32_t> &root) {
+/// Whether the all-gather whose result `assign` copies into its target may
+/// write the target directly: the result has no other reader and fills a
+/// fresh arena buffer, the target is a whole state tensor of the same type,
+/// and nothing touches the target after the gather starts.
+static bool gathersIntoTarget(hpc::AssignOp assign, const hpc::ProgramPlan &plan,
+                              const std::vector<int32_t> &root) {
   Value value = assign.getValue(), target = assign.getTarget();
   if (!value.hasOneUse() || value.getType() != target.getType())
-    return nullptr;
+    return false;
   Operation *origin = value.getDefiningOp();
   if (auto wait = dyn_cast_or_null<hpc::dist::WaitOp>(origin)) {
     origin = wait.getToken().getDefiningOp();
     if (!isa_and_nonnull<hpc::dist::AllGatherStartOp>(origin) || !wait.getToken().hasOneUse())
-      return nullptr;
+      return false;
   } else if (!isa_and_nonnull<hpc::dist::AllGatherOp>(origin)) {
-    return nullptr;
+    return false;
   }
   int32_t targetId = plan.tensorIds.lookup(target);
   int32_t from = root[plan.tensorIds.lookup(value)];
   if (root[targetId] != targetId || plan.tensors[targetId].region != hpc::Region::State ||
       plan.tensors[from].region != hpc::Region::Arena ||
       from != plan.tensorIds.lookup(origin->getResult(0)))
-    return nullptr;
-  for (Operation *user : target.getUsers())
-    if (user != assign && origin->getBlock() == user->getBlock() &&
-        !user->isBeforeInBlock(origin))
-      return nullptr;
-  return origin;
+    return false;
+  return llvm::all_of(target.getUsers(), [&](Operation *user) {
+    return user == assign || origin->getBlock() != user->getBlock() ||
+           user->isBeforeInBlock(origin);
+  });
 }
 
 FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
@@ -373,8 +371,8 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
     if (auto assign = dyn_cast<hpc::AssignOp>(op)) {
       // A gathered value only this assign reads is gathered straight into
       // its target (ZeRO's parameters): no buffer, no copy.
-      if (gatheredForAssign(assign, plan, root)) {
-        int32_t target = root[plan.tensorIds.lookup(assign.getTarget())];
+      if (gathersIntoTarget(assign, plan, root)) {
+        int32_t target = plan.tensorIds.lookup(assign.getTarget());
         int32_t from = root[plan.tensorIds.lookup(assign.getValue())];
         for (int32_t &r : root)
           if (r == from)

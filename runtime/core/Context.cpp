@@ -417,15 +417,12 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
       if (x.rankAxes.empty())
         continue;
       std::string where = "tensors[" + std::to_string(i) + "]";
-      int64_t g = 1;
-      for (int64_t a : x.rankAxes) {
+      for (int64_t a : x.rankAxes)
         if (a < 0 || a >= static_cast<int64_t>(mesh_.size()))
           fail("manifest: " + where + ".rank_axes names mesh axis " + std::to_string(a) +
                ", which the mesh does not have");
-        g *= mesh_[a].size;
-      }
       uint64_t end = static_cast<uint64_t>(x.offset) +
-                     static_cast<uint64_t>(g - 1) * static_cast<uint64_t>(x.rankStride) + x.bytes;
+                     (ranksOver(x.rankAxes) - 1) * static_cast<uint64_t>(x.rankStride) + x.bytes;
       if (end > weightsBytes_)
         fail("manifest: " + where + "'s last rank piece ends at byte " + std::to_string(end) +
              ", beyond the weights' " + std::to_string(weightsBytes_) + " bytes");
@@ -436,6 +433,12 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
     auto bit = m.find("bytes_per_rank");
     if (bit != m.end() && bit->is_number_integer())
       bytesPerRank_ = bit->get<int64_t>();
+    auto zit = m.find("zero");
+    if (zit != m.end()) {
+      if (!zit->is_number_integer() || zit->get<int64_t>() < 0 || zit->get<int64_t>() > 3)
+        fail("manifest: \"zero\" is not a ZeRO stage 0-3");
+      zeroStage_ = zit->get<int64_t>();
+    }
 
     auto oit = m.find("ops");
     if (oit != m.end()) {
@@ -505,7 +508,6 @@ void hpcrt_ctx::parseState(const json &m) {
       if (!hasWeights_)
         fail("manifest: " + where + " is initialized from the weights but there is no \"weights\"");
       e.weightsOffset = intField(j, "weights_offset", where);
-      uint64_t pieces = 1;
       if (j.contains("rank_axes")) {
         const json &axes = j["rank_axes"];
         if (!axes.is_array() || axes.empty())
@@ -515,14 +517,14 @@ void hpcrt_ctx::parseState(const json &m) {
               a.get<int64_t>() >= static_cast<int64_t>(mesh_.size()))
             fail("manifest: " + where + ".rank_axes names a mesh axis the mesh does not have");
           e.rankAxes.push_back(a.get<int64_t>());
-          pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a.get<int64_t>())].size);
         }
-        e.rankPieces = static_cast<int64_t>(pieces);
+        e.rankPieces = static_cast<int64_t>(ranksOver(e.rankAxes));
         e.rankStride = intField(j, "rank_stride", where);
         if (e.rankStride != static_cast<int64_t>(tensors_[id].bytes))
           fail("manifest: " + where + ".rank_stride must be the tensor's bytes");
       }
-      uint64_t end = static_cast<uint64_t>(e.weightsOffset) + tensors_[id].bytes * pieces;
+      uint64_t end = static_cast<uint64_t>(e.weightsOffset) +
+                     tensors_[id].bytes * static_cast<uint64_t>(e.rankPieces);
       if (e.weightsOffset < 0 || end > weightsBytes_)
         fail("manifest: " + where + ".weights_offset " + std::to_string(e.weightsOffset) +
              " + " + std::to_string(tensors_[id].bytes) + " bytes is outside the weights' " +
@@ -734,7 +736,7 @@ void checkWeightsEntries(const SafetensorsFile &f, const std::vector<Tensor> &te
     if (e.init == StateInit::Weights) {
       // A ZeRO-3 entry holds every rank's rows: the whole tensor.
       std::vector<int64_t> shape = tensors[e.tensor].shape;
-      if (!e.rankAxes.empty() && !shape.empty() && e.rankStride > 0)
+      if (!shape.empty())
         shape[0] *= e.rankPieces;
       planned[static_cast<uint64_t>(e.weightsOffset)].push_back(
           {tensors[e.tensor].dtype, shape, e.name});
@@ -901,20 +903,14 @@ void hpcrt_ctx::prepare() {
 std::vector<std::pair<uint64_t, uint64_t>> hpcrt_ctx::initOnlyRanges() const {
   std::vector<std::pair<uint64_t, uint64_t>> init, read, out;
   for (const StateEntry &e : state_)
-    if (e.init == StateInit::Weights && tensors_[e.tensor].bytes > 0) {
-      uint64_t pieces = 1;
-      for (int64_t a : e.rankAxes)
-        pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a)].size);
+    if (e.init == StateInit::Weights && tensors_[e.tensor].bytes > 0)
       init.push_back({static_cast<uint64_t>(e.weightsOffset),
-                      static_cast<uint64_t>(e.weightsOffset) + tensors_[e.tensor].bytes * pieces});
-    }
+                      static_cast<uint64_t>(e.weightsOffset) +
+                          tensors_[e.tensor].bytes * static_cast<uint64_t>(e.rankPieces)});
   for (const Tensor &t : tensors_)
     if (t.region == Region::Weights && t.bytes > 0) {
       // A rank piece of a weight lies anywhere in its rank-major block.
-      uint64_t pieces = 1;
-      for (int64_t a : t.rankAxes)
-        pieces *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a)].size);
-      uint64_t span = static_cast<uint64_t>(t.rankStride) * (pieces - 1) + t.bytes;
+      uint64_t span = static_cast<uint64_t>(t.rankStride) * (ranksOver(t.rankAxes) - 1) + t.bytes;
       read.push_back({static_cast<uint64_t>(t.offset), static_cast<uint64_t>(t.offset) + span});
     }
   std::sort(read.begin(), read.end());
@@ -932,6 +928,13 @@ std::vector<std::pair<uint64_t, uint64_t>> hpcrt_ctx::initOnlyRanges() const {
       out.push_back({at, end});
   }
   return out;
+}
+
+uint64_t hpcrt_ctx::ranksOver(const std::vector<int64_t> &axes) const {
+  uint64_t n = 1;
+  for (int64_t a : axes)
+    n *= static_cast<uint64_t>(mesh_[static_cast<size_t>(a)].size);
+  return n;
 }
 
 uint64_t hpcrt_ctx::initOnlyWeightsBytes() const {

@@ -97,7 +97,7 @@ struct StateEntry {
   /// weightsOffset + (its index over these mesh axes) * rankStride.
   std::vector<int64_t> rankAxes;
   int64_t rankStride = 0;
-  int64_t rankPieces = 1; ///< ranks over rankAxes
+  int64_t rankPieces = 1; ///< ranks over rankAxes (ranksOver)
   /// A tensor of the model (a trained "param", or a "buffer" such as
   /// batch-norm running statistics in train mode), saved under its
   /// initializer name; not optimizer state.
@@ -204,6 +204,10 @@ public:
   int64_t meshRanks() const;
   /// The compiler's count of the bytes each rank sends per run (-1: none).
   int64_t plannedBytesPerRank() const { return bytesPerRank_; }
+  /// The ZeRO stage the state is sharded by (dist-zero; 0: none).
+  int64_t zeroStage() const { return zeroStage_; }
+  /// Ranks in a group over these mesh axes (indices).
+  uint64_t ranksOver(const std::vector<int64_t> &axes) const;
   size_t numTensors() const { return tensors_.size(); }
   hpcrt::Tensor &tensor(int id);
   const hpcrt::Tensor &tensor(int id) const;
@@ -334,6 +338,7 @@ private:
   std::vector<hpcrt::OpInfo> ops_;
   std::vector<hpcrt::MeshAxisInfo> mesh_;
   int64_t bytesPerRank_ = -1;
+  int64_t zeroStage_ = 0;
   bool isTrainStep_ = false;
   hpcrt::TrainInfo train_;
   uint64_t stateBytes_ = 0;

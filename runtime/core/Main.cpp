@@ -326,12 +326,10 @@ int infoCommand(int argc, char **argv) {
       printf("comm: %lld bytes sent per rank per run (planned)\n",
              static_cast<long long>(ctx.plannedBytesPerRank()));
   }
-  if (std::string layout = driver::planLayout(hpc_manifest); layout.find("ZeRO-") != std::string::npos)
+  if (int64_t zero = ctx.zeroStage())
     printf("state layout: %s (each dp rank holds its rows of the optimizer state%s)\n",
-           layout.c_str(),
-           layout.find("ZeRO-3") != std::string::npos   ? ", gradients and parameters"
-           : layout.find("ZeRO-2") != std::string::npos ? " and gradients"
-                                                        : "");
+           driver::planLayout(ctx).c_str(),
+           zero == 3 ? ", gradients and parameters" : zero == 2 ? " and gradients" : "");
   if (ctx.isTrainStep())
     driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());

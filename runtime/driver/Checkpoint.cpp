@@ -41,21 +41,12 @@ std::string planHash(const char *manifestText) {
   return hashString(hpcrt_hash64(manifestText, strlen(manifestText)));
 }
 
-std::string planLayout(const char *manifestText) {
-  json m = json::parse(manifestText, nullptr, /*allow_exceptions=*/false);
+std::string planLayout(const Context &ctx) {
   std::string mesh;
-  if (m.is_object() && m.contains("mesh") && m["mesh"].is_object() &&
-      m["mesh"].contains("axes") && m["mesh"]["axes"].is_array())
-    for (const json &a : m["mesh"]["axes"])
-      if (a.is_object() && a.contains("name") && a.contains("size") && a["name"].is_string() &&
-          a["size"].is_number_integer())
-        mesh += (mesh.empty() ? "" : ",") + a["name"].get<std::string>() + "=" +
-                std::to_string(a["size"].get<int64_t>());
-  int64_t zero = m.is_object() && m.contains("zero") && m["zero"].is_number_integer()
-                     ? m["zero"].get<int64_t>()
-                     : 0;
+  for (const MeshAxisInfo &a : ctx.mesh())
+    mesh += (mesh.empty() ? "" : ",") + a.name + "=" + std::to_string(a.size);
   return (mesh.empty() ? std::string("one rank") : "mesh " + mesh) +
-         (zero ? ", ZeRO-" + std::to_string(zero) : std::string(", no ZeRO"));
+         (ctx.zeroStage() ? ", ZeRO-" + std::to_string(ctx.zeroStage()) : std::string(", no ZeRO"));
 }
 
 namespace {

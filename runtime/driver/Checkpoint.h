@@ -69,9 +69,9 @@ struct CheckpointPlan {
   std::string layout;
 };
 
-/// The state layout of the program whose manifest this is (planLayout's
-/// text: the mesh and the ZeRO stage).
-std::string planLayout(const char *manifestText);
+/// How the program's state is split over ranks: its mesh and ZeRO stage
+/// ("mesh dp=4, ZeRO-2", "one rank, no ZeRO").
+std::string planLayout(const Context &ctx);
 
 /// Reads DIR/step-N/manifest.json and checks the plan hash (PlanMismatch)
 /// and the world size; with `checkShards`, also every shard's size and

@@ -94,7 +94,7 @@ public:
     plan_.planHash = planHash(hpc_manifest);
     plan_.model = ctx.model();
     plan_.worldSize = mpi.size;
-    plan_.layout = planLayout(hpc_manifest);
+    plan_.layout = planLayout(ctx);
   }
   int run();
 
@@ -185,7 +185,7 @@ void Trainer::setup() {
     killStep_ = faultKillStep();
     // Each rank holds only its rows of a ZeRO-3 parameter: files of whole
     // parameters would need a gather first.
-    if (plan_.layout.find("ZeRO-3") != std::string::npos &&
+    if (ctx_.zeroStage() == 3 &&
         (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
       fail("--save, --save-onnx and --init-weights need whole parameters; under ZeRO-3 each "
            "rank holds its rows (checkpoints with --ckpt-dir work)");
