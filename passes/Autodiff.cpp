@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "hpc/Recompute.h"
 #include "hpc/Passes.h"
 
 #include "HPC/HPCBuilder.h"
@@ -121,10 +122,33 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
     if (failed(checkDifferentiable(body, active)))
       return signalPassFailure();
 
+    std::optional<RecomputeMode> mode = parseRecomputeMode(recompute);
+    if (!mode) {
+      func.emitError("recompute must be none, full or selective, got '") << recompute << "'";
+      return signalPassFailure();
+    }
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
     SmallVector<Value> grads;
     if (failed(buildBackward(body, ret, loss, active, trainable, grads)))
       return signalPassFailure();
     numTrainable = trainable.size();
+    // Before the weights become variables: `forward` holds their ops.
+    if (*mode != RecomputeMode::None) {
+      SmallVector<Value> params;
+      for (auto &[v, name] : trainable)
+        params.push_back(v);
+      RecomputeStats stats;
+      recomputeActivations(body, forward, params, *mode, stats);
+      llvm::errs() << "hpc-autodiff: recompute=" << recompute << ": ";
+      if (*mode == RecomputeMode::Full)
+        llvm::errs() << stats.checkpoints << " checkpoints, ";
+      llvm::errs() << stats.segments << " segments recomputed ("
+                   << stats.clonedOps << " forward ops computed again), "
+                   << stats.freedBytes << " bytes of activations not kept for the backward\n";
+      module->setAttr("hpc.recompute", OpBuilder(module).getStringAttr(recompute));
+    }
 
     if (printTrainable) {
       int64_t elements = 0;

@@ -306,13 +306,16 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
 
 } // namespace
 
-FailureOr<std::string> hpc::planMesh(ModuleOp module) {
+/// The one stage of the plan dist-search recorded on @main, or null.
+static DictionaryAttr singleStage(ModuleOp module) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
   auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
-  if (!stages || stages.size() != 1)
-    return failure();
-  auto stage = dyn_cast<DictionaryAttr>(stages[0]);
+  return stages && stages.size() == 1 ? dyn_cast<DictionaryAttr>(stages[0]) : nullptr;
+}
+
+FailureOr<std::string> hpc::planMesh(ModuleOp module) {
+  DictionaryAttr stage = singleStage(module);
   auto size = [&](StringRef axis) {
     auto a = stage ? stage.getAs<IntegerAttr>(axis) : nullptr;
     return a ? a.getInt() : int64_t(0);
@@ -328,10 +331,13 @@ FailureOr<std::string> hpc::planMesh(ModuleOp module) {
 }
 
 int64_t hpc::planZero(ModuleOp module) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
-  auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
-  auto stage = stages && stages.size() == 1 ? dyn_cast<DictionaryAttr>(stages[0]) : nullptr;
+  DictionaryAttr stage = singleStage(module);
   auto zero = stage ? stage.getAs<IntegerAttr>("zero") : nullptr;
   return zero ? zero.getInt() : 0;
+}
+
+bool hpc::planRecompute(ModuleOp module) {
+  DictionaryAttr stage = singleStage(module);
+  auto recompute = stage ? stage.getAs<BoolAttr>("recompute") : nullptr;
+  return recompute && recompute.getValue();
 }

@@ -208,6 +208,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
   // What the products compute in (hpc-autocast); absent: fp32.
   if (auto precision = module->getAttrOfType<StringAttr>("hpc.precision"))
     m["precision"] = precision.getValue();
+  // How the train step trades compute for activation memory (hpc-autodiff).
+  if (auto recompute = module->getAttrOfType<StringAttr>("hpc.recompute"))
+    m["recompute"] = recompute.getValue();
   m["arena_bytes"] = plan.arenaBytes;
   // The weights file's entries by name and offset: the runtime refuses a
   // file whose entries were renamed (the hash covers only the data).

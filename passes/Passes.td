@@ -245,7 +245,11 @@ def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
     Option<"printTrainable", "print-trainable", "bool", /*default=*/"false",
            "Print the trainable weights (name, shape, elements) to stdout">,
     Option<"wrtInputs", "wrt-inputs", "bool", /*default=*/"false",
-           "Also differentiate with respect to the float inputs of @main">
+           "Also differentiate with respect to the float inputs of @main">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Activations the backward reads: none (kept), full (recomputed from "
+           "checkpoints of the residual stream), selective (recomputed where cheap: "
+           "attention scores, softmax, norms, activation functions)">
   ];
   let statistics = [
     Statistic<"numTrainable", "trainable", "Trainable weights">,

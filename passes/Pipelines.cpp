@@ -61,6 +61,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   HPCAutodiffOptions autodiff;
   autodiff.freeze = llvm::to_vector(options.freeze);
   autodiff.printTrainable = options.printTrainable;
+  autodiff.recompute = options.recompute;
   pm.addPass(createHPCAutodiff(autodiff));
   HPCOptimizerOptions opt;
   opt.optimizer = options.optimizer;

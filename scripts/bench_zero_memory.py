@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 
-from mpibench import HPC_OPT, MPIRUN, gpt_with_tokens, run
+from mpibench import HPC_OPT, MPIRUN, add_gpt_args, gpt_with_tokens, run
 
 BOUNDS = {1: 0.65, 2: 0.50, 3: 0.35}
 
@@ -35,13 +35,7 @@ def summary(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--embd", type=int, default=512)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--seq", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=3)
+    add_gpt_args(ap, layers=12, embd=512, heads=8, vocab=4096, seq=32, batch=4, steps=3)
     ap.add_argument("--dp", type=int, default=4)
     ap.add_argument("--keep", help="keep the model, binaries and metrics here")
     a = ap.parse_args()

@@ -25,6 +25,17 @@ def ms_per_run(output):
     return float(re.search(r"time: ([\d.]+) ms/run", output).group(1))
 
 
+def add_gpt_args(ap, layers, embd, heads, vocab, seq, batch, steps):
+    """The options of gpt_with_tokens's model and data, with these defaults."""
+    ap.add_argument("--layers", type=int, default=layers)
+    ap.add_argument("--embd", type=int, default=embd)
+    ap.add_argument("--heads", type=int, default=heads)
+    ap.add_argument("--vocab", type=int, default=vocab)
+    ap.add_argument("--seq", type=int, default=seq)
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--steps", type=int, default=steps)
+
+
 def gpt_with_tokens(d, a):
     """Writes d/gpt.onnx (scripts/gen_gpt.py of a.layers, a.embd, a.heads,
     a.vocab, a.seq) and a.batch * a.steps random token rows as

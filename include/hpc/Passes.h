@@ -29,6 +29,10 @@ mlir::FailureOr<std::string> planMesh(mlir::ModuleOp module);
 /// The ZeRO stage of that plan's stage (0 when it has none).
 int64_t planZero(mlir::ModuleOp module);
 
+/// Whether that plan's stage recomputes activations (the cost model's
+/// recomputation keeps each layer's input: hpc-autodiff's recompute=full).
+bool planRecompute(mlir::ModuleOp module);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_H

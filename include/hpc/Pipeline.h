@@ -107,6 +107,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "lr-schedule",
       llvm::cl::desc("constant | cosine:WARMUP,TOTAL | linear:WARMUP,TOTAL"),
       llvm::cl::init("constant")};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("none | full | selective: activations the backward reads are kept, "
+                     "or recomputed from checkpoints (hpc-autodiff)"),
+      llvm::cl::init("none")};
   ListOption<std::string> freeze{*this, "freeze",
                                  llvm::cl::desc("Weights not to train (initializer names)")};
   Option<bool> trainMode{

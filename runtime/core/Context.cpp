@@ -240,6 +240,11 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: \"precision\" is not a string");
       precision_ = m["precision"].get<std::string>();
     }
+    if (m.contains("recompute")) {
+      if (!m["recompute"].is_string())
+        fail("manifest: \"recompute\" is not a string");
+      recompute_ = m["recompute"].get<std::string>();
+    }
     int64_t arena = intField(m, "arena_bytes", "manifest");
     if (arena < 0)
       fail("manifest: arena_bytes is negative");

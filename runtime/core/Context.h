@@ -183,6 +183,9 @@ public:
   const std::string &modelPath() const { return modelPath_; }
   /// The products' precision (manifest "precision"; "fp32" when absent).
   const std::string &precision() const { return precision_; }
+  /// How the train step recomputes activations (manifest "recompute":
+  /// "full" or "selective"; empty when absent: none).
+  const std::string &recompute() const { return recompute_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
   bool hasWeights() const { return hasWeights_; }
   const std::string &weightsFile() const { return weightsFile_; }
@@ -325,6 +328,7 @@ private:
   std::string model_;
   std::string modelPath_;
   std::string precision_ = "fp32";
+  std::string recompute_;
   uint64_t arenaBytes_ = 0;
   bool hasWeights_ = false;
   std::string weightsFile_;

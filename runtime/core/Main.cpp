@@ -309,6 +309,9 @@ int infoCommand(int argc, char **argv) {
   printf("model: %s\n", ctx.model().empty() ? "(unnamed)" : ctx.model().c_str());
   printf("arena: %llu bytes\n", static_cast<unsigned long long>(ctx.arenaBytes()));
   printf("precision: %s\n", ctx.precision().c_str());
+  if (!ctx.recompute().empty())
+    printf("recompute: %s (the backward reads activations computed again)\n",
+           ctx.recompute().c_str());
   if (ctx.hasWeights())
     printf("weights: %s (%llu bytes, hash %s)\n", ctx.weightsFile().c_str(),
            static_cast<unsigned long long>(ctx.weightsBytes()),

@@ -63,6 +63,8 @@
  *                                        (optional; `train --save-onnx`)
  *     "precision": "bf16",               --precision=bf16 (optional; absent:
  *                                        fp32); `info` prints it
+ *     "recompute": "full",               --recompute=full|selective (optional;
+ *                                        absent: none); `info` prints it
  *     "arena_bytes": 123456,             planned peak of the arena
  *     "weights": {"file": "gpt2.bin.safetensors", "bytes": N,
  *                 "hash": "16 hex digits",

@@ -18,6 +18,7 @@
 #include "hpc/InitAll.h"
 #include "hpc/Passes.h"
 #include "hpc/Pipeline.h"
+#include "hpc/Recompute.h"
 #include "hpc/Target/Emit.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -240,6 +241,16 @@ static llvm::cl::opt<bool> trainModeFlag(
                    "train mode)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
+static llvm::cl::opt<std::string> recomputeFlag(
+    "recompute",
+    llvm::cl::desc("With --train: none (default: the backward reads the activations the "
+                   "forward kept), full (only the residual stream at about sqrt(layers) "
+                   "checkpoints is kept, the rest recomputed segment by segment before "
+                   "the backward needs it) or selective (the weight products are kept, the "
+                   "cheap rest recomputed: attention scores and softmax, norms, "
+                   "activation functions)"),
+    llvm::cl::init("none"), llvm::cl::cat(trainCategory));
+
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
   options.train = trainFlag;
@@ -260,6 +271,7 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.printTrainable = printTrainableFlag;
   options.trainMode = trainModeFlag;
   options.seed = seedFlag;
+  options.recompute = recomputeFlag;
 }
 
 /// The --precision of the command line (checked in main).
@@ -269,14 +281,21 @@ static hpc::Precision precision() {
 
 /// The search plans what the compile builds: in the --precision (with
 /// --train, or when given; else the search's default dtype), and with
-/// --train the same optimizer and replicated optimizer state (no ZeRO yet).
+/// --train the same optimizer, ZeRO stage and recomputation: the ones given
+/// (--zero, --recompute; none by default), or under --auto-parallel the
+/// ones the compiler builds for the search to choose from (ZeRO 0 to 2;
+/// the cost model's recomputation is --recompute=full, selective is costed
+/// as none).
 static void matchTrainStep(hpc::DistSearchOptions &options) {
   if (trainFlag || precisionFlag.getNumOccurrences())
     options.dtype = hpc::stringifyPrecision(precision()).str();
   if (!trainFlag)
     return;
   options.optimizer = optimizerName == "sgd" ? "sgd" : "adam";
-  options.zeroStages = "0";
+  options.zeroStages = autoParallel ? "0,1,2" : zeroFlag.empty() ? "0" : zeroFlag.getValue();
+  options.recompute = recomputeFlag.getNumOccurrences() ? (recomputeFlag == "full" ? "on" : "off")
+                      : autoParallel                    ? "auto"
+                                                        : "off";
 }
 
 /// The tensor a --loss reads first (LOGITS, OUT or NAME), which the importer
@@ -396,8 +415,9 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       so.maxStages = 1;
       so.sequenceParallel = false;
       so.expertParallel = false;
-      // What the compiler builds: ZeRO 1 and 2, no activation recomputation.
-      so.zeroStages = "0,1,2";
+      // A forward program has no state to shard and nothing to recompute
+      // (matchTrainStep: what a train step can compile).
+      so.zeroStages = "0";
       so.recompute = "off";
     }
     matchTrainStep(so);
@@ -410,6 +430,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
         return userError("the searched plan has no single-stage dp x tp form to compile");
       options.mesh = *mesh;
       options.zero = hpc::planZero(*module);
+      if (trainFlag && !recomputeFlag.getNumOccurrences() && hpc::planRecompute(*module))
+        options.recompute = "full";
     }
   }
   PassManager pm(&context);
@@ -617,6 +639,12 @@ int main(int argc, char **argv) {
     return userError("--loss, --print-trainable and --keep-gradients need --train");
   if (trainModeFlag && !trainFlag)
     return userError("--train-mode needs --train");
+  if (!hpc::parseRecomputeMode(recomputeFlag))
+    return userError("--recompute must be none, full or selective, not '" + recomputeFlag +
+                     "'");
+  if (recomputeFlag.getNumOccurrences() && !trainFlag)
+    return userError("--recompute needs --train (it trades a train step's compute for "
+                     "activation memory)");
   if (trainFlag && !hpc::isONNXPath(inputFile))
     return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
                      "--hpc-autodiff and --hpc-optimizer");
