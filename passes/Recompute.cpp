@@ -108,7 +108,10 @@ void hpc::recomputeActivations(Block &body, ArrayRef<Operation *> forward,
   };
 
   // Cut points: after op p, one activation (batch and parameter dependent)
-  // alone is live; one candidate per such value, at its first position.
+  // is live, or one and others of at most 1/16 of its size together (a
+  // train-mode batch norm's batch statistics, live until the running
+  // statistics update; kept, like everything live at a cut); one candidate
+  // per such value, at its first position.
   struct Cut {
     int64_t pos;
     Value value;
@@ -122,8 +125,19 @@ void hpc::recomputeActivations(Block &body, ArrayRef<Operation *> forward,
     for (Value r : op->getResults())
       if (onInput.contains(r) && onParam.contains(r) && liveAfter(r, p))
         live.insert(r);
-    if (live.size() == 1 && (candidates.empty() || candidates.back().value != live[0]))
-      candidates.push_back({int64_t(p), live[0]});
+    if (live.empty())
+      continue;
+    Value largest = live[0];
+    int64_t total = 0;
+    for (Value v : live) {
+      total += valueBytes(v);
+      if (valueBytes(v) > valueBytes(largest))
+        largest = v;
+    }
+    int64_t rest = total - valueBytes(largest);
+    bool alone = live.size() == 1 || 16 * rest <= valueBytes(largest);
+    if (alone && (candidates.empty() || candidates.back().value != largest))
+      candidates.push_back({int64_t(p), largest});
   }
   if (candidates.empty())
     return;

@@ -50,6 +50,8 @@ def main():
                     help="launcher and its arguments (multi-rank runs)")
     ap.add_argument("--mesh", default="", help="compile for this mesh")
     ap.add_argument("--steps", type=int, default=0, help="default: the reference's")
+    ap.add_argument("--flag", action="append", default=[],
+                    help="one more hpc-opt flag (--flag=--recompute=full); repeatable")
     ap.add_argument("--buffers", default="",
                     help="compare only these buffers of buffers-final.npz (comma-separated)")
     args, compare_args = ap.parse_known_args()
@@ -63,6 +65,7 @@ def main():
           ["--keep-gradients", "-o", binary]
     if args.mesh:
         cmd.append(f"--mesh={args.mesh}")
+    cmd += args.flag
     run(cmd)
 
     data_dir = os.path.normpath(os.path.join(args.ref, ref["data"]["dir"]))

@@ -35,7 +35,8 @@ struct RecomputeStats {
 /// reads recomputed copies of the forward activations it needs. Activations
 /// are the values that depend on both a block argument (the batch) and one
 /// of `params`. The forward is cut where one activation alone is live
-/// (between transformer blocks, the residual stream): those cut values are
+/// (between transformer blocks, the residual stream), or one with others of
+/// at most 1/16 of its size (batch statistics): those cut values are
 /// the checkpoints, chosen greedily so that about sqrt(activations x cut
 /// size) bytes of needed activations lie between two of them. `Full` keeps
 /// only the checkpoints; `Selective` also keeps the results of products
