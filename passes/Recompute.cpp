@@ -163,11 +163,7 @@ void hpc::recomputeActivations(Block &body, ArrayRef<Operation *> forward,
                       neededBytes(n >= 2 ? cuts[n - 2].pos + 1 : 0, cuts[n - 1].pos + 1))
       cuts.pop_back();
   } else {
-    double needed = 0, cutBytes = 0;
-    for (Operation *op : forward)
-      for (Value r : op->getResults())
-        if (recomputable(r) && backwardReads(r))
-          needed += valueBytes(r);
+    double needed = neededBytes(0, forward.size()), cutBytes = 0;
     for (const Cut &c : candidates)
       cutBytes += valueBytes(c.value);
     double budget = std::sqrt(needed * (cutBytes / candidates.size()));
