@@ -416,6 +416,37 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         return success();
       }
     }
+    // A scatter-add of partial sums into zeros is a partial sum of the
+    // scattered result: scatter(0, i, sum_r u_r) = sum_r scatter(0, i, u_r).
+    // A position embedding's gradient (its batch summed out, then scattered
+    // into the table) is reduced after the scatter, so it joins the last
+    // gradient bucket instead of being all-reduced alone and waited for
+    // at once at the end of the backward pass. Only where the table is no
+    // bigger than the updates (a table of more positions than the sequence
+    // uses would move more bytes reduced whole).
+    if (auto scatter = dyn_cast<hpc::ScatterElementsOp>(op);
+        scatter && scatter.getType().getNumElements() <=
+                       cast<RankedTensorType>(scatter.getUpdates().getType()).getNumElements()) {
+      const Sharding *upd = incoming(scatter.getUpdates());
+      const Sharding *idx = incoming(scatter.getIndices());
+      auto whole = [](const Sharding *s) {
+        return !s || (s->partial.empty() &&
+                      llvm::all_of(s->dims, [](const auto &axes) { return axes.empty(); }));
+      };
+      if (scatter.getReduction() == "add" && hpc::isZeroConstant(scatter.getInput()) && upd &&
+          !upd->partial.empty() && keepsPartial(scatter.getUpdates()) &&
+          llvm::all_of(upd->dims, [](const auto &axes) { return axes.empty(); }) &&
+          whole(idx)) {
+        int64_t rank = scatter.getType().getRank();
+        Sharding out = Sharding::replicated(rank);
+        out.partial = upd->partial;
+        Attribute plain = Sharding::replicated(rank).toAttr(ctx);
+        op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {plain, plain, upd->toAttr(ctx)}));
+        op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {out.toAttr(ctx)}));
+        current[op->getResult(0)] = out;
+        return success();
+      }
+    }
     auto ruleOp = dyn_cast<hpc::ShardingRuleInterface>(op);
     if (!ruleOp || (op->getNumResults() && weightDerived.count(op->getResult(0))))
       return success(); // weight-derived ops run whole on every rank

@@ -151,6 +151,10 @@ namespace hpc {
 mlir::Value addGemmBias(mlir::OpBuilder &b, mlir::Location loc, GemmOp gemm,
                         mlir::Value product, mlir::Value c);
 
+/// Whether `v` is an hpc.constant whose every element is zero (the buffer a
+/// gradient's scatter-add starts from).
+bool isZeroConstant(mlir::Value v);
+
 /// Data above this many bytes is a resource blob (kept apart from the
 /// printed IR), smaller data an inline dense attribute.
 constexpr int64_t kInlineDataBytes = 1024;

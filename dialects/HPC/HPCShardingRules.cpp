@@ -403,8 +403,8 @@ static ShardingRule axisIndexedRule(Operation *op, int64_t axis) {
 }
 
 ShardingRule GatherElementsOp::getShardingRule() { return axisIndexedRule(*this, getAxis()); }
-/// Whether `v` is an hpc.constant whose every element is zero.
-static bool isZeroConstant(Value v) {
+
+bool hpc::isZeroConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   auto splat = c ? dyn_cast<SplatElementsAttr>(c.getValue()) : nullptr;
   if (!splat)
