@@ -6,8 +6,10 @@
 // pass fuses the all-reduces of a per-rank program into buckets, as
 // PyTorch DDP and DeepSpeed do: in the order their operands are ready (the
 // order the backward pass finishes the gradients), up to `bucket-bytes`
-// each (by default about 16 buckets in all, see autoBucketBytes), the members flattened and concatenated, one all_reduce, and the
-// result split back. ZeRO-2's reduce_scatters into gradient rows are
+// each (by default the size the cost model of `cluster` predicts leaves the
+// least exposed, see modelBucketBytes; without a cluster about 16 buckets
+// in all, see autoBucketBytes), the members flattened and concatenated, one
+// all_reduce, and the result split back. ZeRO-2's reduce_scatters into gradient rows are
 // bucketed the same way (see fuse). A bucket's all_reduce sits right after its last
 // member's operand, so dist-async-collectives can start it there.
 //
@@ -23,10 +25,15 @@
 
 #include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
+#include "hpc/CostModel/Cluster.h"
+#include "hpc/CostModel/CostModel.h"
+#include "hpc/CostModel/OpCost.h"
 #include "hpc/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 
@@ -199,19 +206,100 @@ int64_t autoBucketBytes(int64_t total) {
   return std::clamp<int64_t>(total / 16, MiB, 25 * MiB);
 }
 
+/// The group a bucket of `head`'s kind reduces over, as the cost model
+/// counts it: its size, and how many of its ranks share a node (ranks are
+/// row-major over the mesh axes, so a group over the last axes is
+/// contiguous; the cluster's nodes are filled in rank order).
+hpc::cost::CommGroup groupOf(Operation *head, const hpc::cost::ClusterSpec &cluster) {
+  MeshAttr mesh = lookupMesh(head);
+  auto axes = head->getAttrOfType<ArrayAttr>("axes");
+  hpc::cost::CommGroup g;
+  if (!mesh || !axes)
+    return g;
+  SmallVector<StringRef> names;
+  int64_t last = -1;
+  for (Attribute a : axes) {
+    names.push_back(cast<StringAttr>(a).getValue());
+    last = std::max(last, mesh.axisIndex(names.back()));
+  }
+  g.size = groupSize(mesh, names);
+  int64_t stride = 1;
+  for (int64_t i = last + 1; i < int64_t(mesh.getSizes().size()); ++i)
+    stride *= mesh.getSizes()[i];
+  g.perNode = std::clamp<int64_t>(cluster.devicesPerNode / stride, 1, g.size);
+  return g;
+}
+
 struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
   using DistBucketBase::DistBucketBase;
+
+  hpc::cost::ClusterSpec clusterSpec;
+  bool haveCluster = false;
+
+  /// Whether the `i`th of `all` (sorted by readiness) stays alone: needed
+  /// before the next is even ready (a forward all-reduce).
+  static bool staysAlone(ArrayRef<Member> all, size_t i) {
+    return i + 1 < all.size() && notAfter(all[i].firstUse, all[i + 1].ready);
+  }
+
+  /// The cost model's bucket size for the members `all` of `block`, and
+  /// the line that says what it predicts.
+  int64_t modelBucketBytes(Block &block, ArrayRef<Member> all) {
+    constexpr double MiB = 1024.0 * 1024;
+    llvm::DenseMap<Operation *, std::pair<double, double>> span; // start, end
+    double t = 0;
+    for (Operation &op : block) {  // t: the compute so far
+      double start = t;
+      op.walk([&](Operation *nested) { t += hpc::estimateSeconds(nested, clusterSpec); });
+      span[&op] = {start, t};
+    }
+    std::vector<hpc::cost::GradientReady> grads;
+    double scatterBytes = 0, bytes = 0;
+    Operation *head = nullptr;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (staysAlone(all, i))
+        continue;
+      const Member &m = all[i];
+      head = head ? head : m.op;
+      grads.push_back({m.ready ? span[m.ready].second : 0.0, span[m.firstUse].first,
+                       double(m.bytes)});
+      bytes += m.bytes;
+      if (isa<ReduceScatterOp>(m.op))
+        scatterBytes += m.bytes;
+    }
+    if (!head)
+      return 25 << 20;
+    hpc::cost::BucketChoice choice = hpc::cost::chooseBucketBytes(
+        clusterSpec, groupOf(head, clusterSpec), 2 * scatterBytes > bytes, grads);
+    llvm::errs() << llvm::formatv(
+        "dist-bucket: buckets of at most {0:F2} MiB from the cost model of {1}: {2} bucket(s) "
+        "of {3:F2} MB, {4:F1} ms on the link, {5:F1} ms predicted exposed in a step "
+        "of {6:F1} ms of compute\n",
+        choice.capBytes / MiB, clusterSpec.name, choice.buckets, bytes / 1e6,
+        choice.linkSeconds * 1e3, choice.exposedSeconds * 1e3, t * 1e3);
+    return int64_t(choice.capBytes);
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (bucketBytes == 0)
       return;
+    if (!cluster.empty() && bucketBytes < 0) {
+      std::string error;
+      if (!hpc::cost::parseClusterSpec(cluster, clusterSpec, error)) {
+        module.emitError() << "dist-bucket: " << error;
+        return signalPassFailure();
+      }
+      haveCluster = true;
+    }
     module.walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
       SmallVector<Member> all = candidates(func.getBody().front());
       int64_t cap = bucketBytes;
-      if (cap < 0) {
+      if (cap < 0 && haveCluster) {
+        cap = modelBucketBytes(func.getBody().front(), all);
+      } else if (cap < 0) {
         int64_t total = 0;
         for (const Member &m : all)
           total += m.bytes;
@@ -236,7 +324,7 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
       for (auto [i, m] : llvm::enumerate(all)) {
         // Needed before the next one is even ready (a forward all-reduce):
         // it stays alone and does not close the open bucket.
-        if (i + 1 < all.size() && notAfter(m.firstUse, all[i + 1].ready))
+        if (staysAlone(all, i))
           continue;
         if (!joins(bucket, bytes, m, cap))
           close();

@@ -525,7 +525,8 @@ def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
     buckets of at most `bucket-bytes` (by default about a sixteenth of all the
     bytes reduced, from 1 MiB to 25 MiB: small enough that the first buckets
     start early in the backward pass, large enough that the link's latency
-    does not count), in the order their operands are ready:
+    does not count; with `cluster`, the size the cost model predicts leaves
+    the least communication exposed, see below), in the order their operands are ready:
     the members are flattened and concatenated, reduced by one all_reduce
     right after the last member's operand, and split back. Same axes,
     reduction and element type; compressed collectives stay alone.
@@ -550,11 +551,26 @@ def DistBucket : Pass<"dist-bucket", "mlir::ModuleOp"> {
     %pa, %pb = hpc.split %r {axis = 0 : i64, sizes = array<i64: 32, 8>} : ...
     %ra = hpc.reshape %pa {shape = array<i64: 4, 8>} : (tensor<32xf32>) -> tensor<4x8xf32>
     ```
+
+    With `cluster` (a preset or a cluster file, as dist-search takes; an
+    `hpc-calibrate` file is the machine's own) and the automatic size, the
+    cost model picks it: every op's time on the cluster's device
+    (roofline, hpc::estimateSeconds) places each gradient's readiness in the
+    step and the optimizer's first use of them, and
+    hpc::cost::chooseBucketBytes plays the buckets of each size from 256 KiB
+    to 25 MiB through the link (the collective's alpha-beta time on the
+    level its group spans), keeping the size that leaves the least exposed.
+    It prints `dist-bucket: buckets of at most X MiB from the cost model of
+    CLUSTER: ...` with the prediction.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"-1",
            "Most bytes of one bucket's all_reduce (-1: auto, the reductions in "
-           "about 16 buckets of 1 to 25 MiB; 0: no buckets)">
+           "about 16 buckets of 1 to 25 MiB, or from the cost model with "
+           "`cluster`; 0: no buckets)">,
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
+           "With the automatic size: choose it with the cost model of this "
+           "cluster (PRESET:NODES or a cluster JSON file)">
   ];
   let statistics = [
     Statistic<"buckets", "buckets", "All-reduces that several were fused into">,

@@ -82,7 +82,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
                                  bool asyncCollectives, int64_t bucketBytes,
-                                 int64_t zeroStage) {
+                                 int64_t zeroStage, llvm::StringRef bucketCluster) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -99,6 +99,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   if (bucketBytes != 0) {
     DistBucketOptions bucket;
     bucket.bucketBytes = bucketBytes;
+    bucket.cluster = bucketCluster.str();
     pm.addPass(createDistBucket(bucket));
   }
   if (asyncCollectives)
@@ -113,7 +114,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                                                : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
   bool async = options.asyncCollectives || (options.train && options.overlap);
   buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes,
-                         options.train ? int64_t(options.zero) : 0);
+                         options.train ? int64_t(options.zero) : 0, options.cluster);
 }
 
 void hpc::registerPipelines() {

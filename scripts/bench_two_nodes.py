@@ -15,7 +15,7 @@ needs to be well above 1.
 
 usage: /usr/bin/python3 scripts/bench_two_nodes.py [--layers 4] [--embd 256]
        [--vocab 2048] [--seq 128] [--batch 64] [--steps 8] [--warmup 3]
-       [--rate 1gbit] [--bucket-mb auto] [--dp 2] [--zero N] [--keep DIR]
+       [--rate 1gbit] [--bucket-mb auto|model|MiB] [--dp 2] [--zero N] [--keep DIR]
 Needs root (network namespaces), build/bin/hpc-opt, numpy and mpirun.
 """
 import argparse
@@ -38,7 +38,7 @@ def compile_step(model, batch, seq, dp, extra, out):
     log = run([HPC_OPT, model, f"--input-shape=input_ids={batch},{seq}", "--train",
                "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-4",
                f"--mesh=dp={dp}", *extra, "-o", out])
-    return int(re.search(r"each rank sends (\d+) bytes per step", log).group(1))
+    return int(re.search(r"each rank sends (\d+) bytes per step", log).group(1)), log
 
 
 def train(binary, data, dp, steps, trace, metrics):
@@ -71,7 +71,8 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rate", default="1gbit")
-    ap.add_argument("--bucket-mb", default="auto")
+    ap.add_argument("--bucket-mb", default="auto",
+                    help="MiB, auto, or model (compiled with --cluster=the calibrated link)")
     ap.add_argument("--zero", type=int, default=0, help="ZeRO stage of both variants (0: off)")
     ap.add_argument("--keep", default="", help="keep the binaries and traces in this directory")
     a = ap.parse_args()
@@ -80,19 +81,23 @@ def main():
         os.makedirs(d, exist_ok=True)
         model, _ = gpt_with_tokens(d, a)
         variants = {"overlap": [], "no-overlap": ["--no-overlap"]}
-        bins, sent = {}, 0
-        for name, extra in variants.items():
-            bins[name] = f"{d}/{name}.bin"
-            zero = [f"--zero={a.zero}"] if a.zero else []
-            sent = compile_step(model, a.batch, a.seq, a.dp,
-                                ["--bucket-mb", a.bucket_mb, *zero, *extra], bins[name])
+        bins, sent, chosen = {}, 0, ""
         run([CLUSTER, "--name", NAME, "up", "--rate", a.rate])
         try:
-            link = run([CLUSTER, "--name", NAME, "run", "-n", "2", "--per-node", "1",
-                        os.path.join(ROOT, "build", "bin", "hpc-calibrate"), "--quick",
-                        "-o", f"{d}/link.json"])
+            # The link first: --bucket-mb model sizes the buckets from it.
+            run([CLUSTER, "--name", NAME, "run", "-n", str(a.dp), "--per-node", str(a.dp // 2),
+                 os.path.join(ROOT, "build", "bin", "hpc-calibrate"), "--quick",
+                 "-o", f"{d}/link.json"])
             beta = [c for c in json.load(open(f"{d}/link.json"))["calibration"]["collectives"]
                     if c["level"] == "inter-node" and c["kind"] == "all_reduce"][0]
+            buckets = (["--bucket-mb", "auto", f"--cluster={d}/link.json"]
+                       if a.bucket_mb == "model" else ["--bucket-mb", a.bucket_mb])
+            for name, extra in variants.items():
+                bins[name] = f"{d}/{name}.bin"
+                zero = [f"--zero={a.zero}"] if a.zero else []
+                sent, log = compile_step(model, a.batch, a.seq, a.dp, [*buckets, *zero, *extra],
+                                         bins[name])
+                chosen = chosen or "".join(re.findall(r"dist-bucket: .*", log))
             results = {}
             for name in variants:
                 ms = train(bins[name], d, a.dp, a.steps, f"{d}/{name}.json",
@@ -107,6 +112,8 @@ def main():
     print(f"gradient bytes each rank sends per step: {sent}; all_reduce across the link "
           f"(hpc-calibrate --quick): beta {beta['beta_gbytes_per_s']:.3f} GB/s, alpha "
           f"{beta['alpha_us']:.0f} us -> {sent / beta['beta_gbytes_per_s'] / 1e6:.1f} ms")
+    if chosen:
+        print(chosen)
     print(f"{'variant':>10} {'step_ms':>9} {'compute_ms':>10} {'comm_ms':>9} {'exposed_ms':>10} "
           f"{'overlap':>8}")
     for name, (step, rep) in results.items():

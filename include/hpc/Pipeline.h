@@ -46,8 +46,14 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "bucket-mb",
       llvm::cl::desc("With train and mesh: fuse gradient all-reduces into buckets of at "
                      "most this many MiB (dist-bucket; -1: auto, about 16 buckets of 1 "
-                     "to 25 MiB; 0: one all-reduce per gradient)"),
+                     "to 25 MiB, or from the cost model of `cluster`; 0: one all-reduce "
+                     "per gradient)"),
       llvm::cl::init(-1.0)};
+  Option<std::string> cluster{
+      *this, "cluster",
+      llvm::cl::desc("With train and mesh: the cluster (PRESET:NODES or a cluster file, "
+                     "e.g. hpc-calibrate's) whose cost model sizes the automatic gradient "
+                     "buckets (dist-bucket); empty: the fixed rule")};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
@@ -143,12 +149,12 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
 /// then dist-partition, dist-bucket unless `bucketBytes` is 0 (-1: its
-/// automatic size), and
+/// automatic size, from the cost model of `bucketCluster` where given), and
 /// dist-async-collectives when `asyncCollectives`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
-                            int64_t zeroStage = 0);
+                            int64_t zeroStage = 0, llvm::StringRef bucketCluster = "");
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

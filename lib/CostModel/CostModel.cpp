@@ -399,3 +399,71 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     s.workspace += 2 * std::min(all, 25e6) * eb; // gradient buckets
   return s;
 }
+
+BucketChoice hpc::cost::chooseBucketBytes(const ClusterSpec &c, CommGroup g, bool reduceScatter,
+                                          const std::vector<GradientReady> &grads) {
+  auto collective = [&](double bytes) {
+    return reduceScatter ? reduceScatterTime(c, bytes, g) : allReduceTime(c, bytes, g);
+  };
+  struct Bucket {
+    double ready = 0, needed = 0, bytes = 0;
+  };
+  auto simulate = [&](double cap) {
+    // The greedy fill dist-bucket does.
+    std::vector<Bucket> buckets;
+    bool open = false;
+    for (const GradientReady &r : grads) {
+      if (open && (buckets.back().bytes + r.bytes > cap || r.seconds > buckets.back().needed))
+        open = false;
+      if (!open) {
+        buckets.push_back({r.seconds, r.neededSeconds, 0});
+        open = true;
+      }
+      Bucket &b = buckets.back();
+      b.ready = std::max(b.ready, r.seconds);
+      b.needed = std::min(b.needed, r.neededSeconds);
+      b.bytes += r.bytes;
+    }
+    // The link as a queue in bucket order, the compute clock stalled by
+    // every wait: events in compute time, a bucket's start before a wait
+    // at the same time.
+    std::vector<std::pair<double, int64_t>> events; // (time, bucket or ~bucket for a wait)
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      events.push_back({buckets[i].ready, int64_t(i)});
+      events.push_back({buckets[i].needed, ~int64_t(i)});
+    }
+    std::stable_sort(events.begin(), events.end(), [](const auto &a, const auto &b) {
+      return a.first < b.first || (a.first == b.first && a.second >= 0 && b.second < 0);
+    });
+    BucketChoice out;
+    out.capBytes = cap;
+    out.buckets = int64_t(buckets.size());
+    std::vector<double> done(buckets.size(), 0);
+    double stall = 0, linkFree = 0;
+    for (auto [t, e] : events) {
+      if (e >= 0) {
+        double seconds = collective(buckets[e].bytes);
+        linkFree = std::max(linkFree, t + stall) + seconds;
+        done[e] = linkFree;
+        out.linkSeconds += seconds;
+      } else if (done[~e] > t + stall) {
+        stall = done[~e] - t;
+      }
+    }
+    out.exposedSeconds = stall + 2 * double(out.buckets) * c.efficiency.kernelOverhead;
+    return out;
+  };
+  std::vector<BucketChoice> tried;
+  constexpr double MiB = 1024.0 * 1024;
+  for (double cap = MiB / 4; cap < 25 * MiB; cap *= std::sqrt(2.0))
+    tried.push_back(simulate(cap));
+  tried.push_back(simulate(25 * MiB));
+  double least = tried.front().exposedSeconds;
+  for (const BucketChoice &b : tried)
+    least = std::min(least, b.exposedSeconds);
+  BucketChoice best = tried.front();
+  for (const BucketChoice &b : tried)
+    if (b.exposedSeconds <= least * 1.05 + 1e-4)
+      best = b;
+  return best;
+}

@@ -10,6 +10,8 @@
 
 #include "hpc/CostModel/OpCost.h"
 
+#include "hpc/CostModel/Cluster.h"
+
 #include "HPC/HPCOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -107,4 +109,18 @@ int64_t hpc::estimateBytes(Operation *op) {
   for (Value v : op->getResults())
     n += bytes(v);
   return n;
+}
+
+double hpc::estimateSeconds(Operation *op, const cost::ClusterSpec &c) {
+  if (!isa<hpc::HPCDialect>(op->getDialect()) || isView(op) || op->getNumResults() == 0)
+    return 0;
+  const cost::Efficiency &eff = c.efficiency;
+  double peak = c.device.peakFlops[int(cost::DType::FP32)];
+  if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+      t && t.getElementType().isBF16() && c.device.peakFlops[int(cost::DType::BF16)] > 0)
+    peak = c.device.peakFlops[int(cost::DType::BF16)];
+  double flops = double(estimateFlops(op)), bytes = double(estimateBytes(op));
+  double compute = peak > 0 ? flops / (peak * eff.matmul) : 0;
+  double memory = c.device.memoryBandwidth > 0 ? bytes / (c.device.memoryBandwidth * eff.memory) : 0;
+  return std::max(compute, memory) + eff.kernelOverhead;
 }

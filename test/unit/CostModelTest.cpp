@@ -363,6 +363,73 @@ TEST(CostModelTest, Collectives) {
   EXPECT_EQ(tensorGroup(c, s).perNode, 8); // TP across two nodes
 }
 
+/// Two nodes of one device, a 1 GB/s link between them.
+ClusterSpec twoNodes(double latency) {
+  ClusterSpec c;
+  c.nodes = 2;
+  c.devicesPerNode = 1;
+  c.interNode.bandwidth = 1e9;
+  c.interNode.latency = latency;
+  c.intraNode = c.interNode;
+  c.efficiency.networkInter = 1;
+  c.efficiency.network = 1;
+  c.efficiency.kernelOverhead = 0;
+  return c;
+}
+
+TEST(CostModelTest, BucketSize) {
+  constexpr double KiB = 1024, MiB = 1024 * KiB;
+  CommGroup pair{2, 1};
+  // 64 gradients of 256 KiB finished evenly over a 1 s backward pass, the
+  // optimizer right after the last: the link keeps up, so what is exposed
+  // is the last bucket. One gradient a bucket is least; of the sizes that
+  // give the same buckets, the largest (under 512 KiB, which takes two).
+  ClusterSpec c = twoNodes(0);
+  std::vector<GradientReady> spread;
+  for (int i = 0; i < 64; ++i)
+    spread.push_back({(i + 1) / 64.0, 1.0, 256 * KiB});
+  BucketChoice b = chooseBucketBytes(c, pair, false, spread);
+  EXPECT_EQ(b.buckets, 64);
+  EXPECT_GE(b.capBytes, 256 * KiB);
+  EXPECT_LT(b.capBytes, 512 * KiB);
+  EXPECT_NEAR(b.exposedSeconds, allReduceTime(c, 256 * KiB, pair), 1e-12);
+  EXPECT_NEAR(b.linkSeconds, 64 * allReduceTime(c, 256 * KiB, pair), 1e-12);
+  // A reduce-scatter moves half of that.
+  BucketChoice rs = chooseBucketBytes(c, pair, true, spread);
+  EXPECT_NEAR(rs.exposedSeconds, reduceScatterTime(c, 256 * KiB, pair), 1e-12);
+
+  // All finished at once, at the end: every size exposes all of it, and
+  // each message pays the latency, so one bucket is best (25 MiB holds all).
+  ClusterSpec slow = twoNodes(20e-6);
+  std::vector<GradientReady> atEnd(64, GradientReady{1.0, 1.0, 256 * KiB});
+  b = chooseBucketBytes(slow, pair, false, atEnd);
+  EXPECT_EQ(b.capBytes, 25 * MiB);
+  EXPECT_EQ(b.buckets, 1);
+  EXPECT_NEAR(b.exposedSeconds, allReduceTime(slow, 16 * MiB, pair), 1e-12);
+
+  // A short backward pass (10 ms for 16.8 ms of link): the link is the
+  // bottleneck, busy from the first bucket on: the least exposed is one
+  // gradient a bucket (the link time the backward does not cover), and
+  // the choice is a larger size within 5% of it.
+  std::vector<GradientReady> fast;
+  for (int i = 0; i < 64; ++i)
+    fast.push_back({(i + 1) / 6400.0, 0.01, 256 * KiB});
+  b = chooseBucketBytes(c, pair, false, fast);
+  double least = 1 / 6400.0 + 64 * allReduceTime(c, 256 * KiB, pair) - 0.01;
+  EXPECT_GE(b.exposedSeconds, least - 1e-12);
+  EXPECT_LE(b.exposedSeconds, least * 1.05 + 1e-4);
+  EXPECT_LT(b.buckets, 64);
+
+  // A value needed as soon as it is ready (a forward all-reduce) closes its
+  // bucket, as dist-bucket does: the later gradients do not join it (in
+  // one 25 MiB bucket with it, the forward would wait for the backward).
+  std::vector<GradientReady> early = {{0.1, 0.1, 4}, {0.5, 1.0, 256 * KiB}, {0.9, 1.0, 256 * KiB}};
+  b = chooseBucketBytes(c, pair, false, early);
+  EXPECT_EQ(b.capBytes, 25 * MiB);
+  EXPECT_EQ(b.buckets, 2);
+  EXPECT_NEAR(b.exposedSeconds, allReduceTime(c, 4, pair), 1e-12);
+}
+
 TEST(CostModelTest, ZeroMemoryAndActivations) {
   // One GPT-3-sized block on 8 devices, against the ZeRO paper's 2 + 2 + 12
   // bytes per parameter and Korthikanti et al.'s activation formulas

@@ -123,8 +123,9 @@ static llvm::cl::opt<std::string> bucketMbFlag(
     "bucket-mb",
     llvm::cl::desc("With --train and --mesh: fuse the gradient all-reduces into buckets "
                    "of at most this many MiB, in the order the backward pass finishes "
-                   "them (auto: about 16 buckets of 1 to 25 MiB; 0: one all-reduce per "
-                   "gradient)"),
+                   "them (auto: with --cluster, the size its cost model predicts leaves "
+                   "the least communication exposed, else about 16 buckets of 1 to 25 "
+                   "MiB; 0: one all-reduce per gradient)"),
     llvm::cl::init("auto"), llvm::cl::cat(compileCategory));
 
 static llvm::cl::opt<std::string> zeroFlag(
@@ -157,6 +158,8 @@ static void partitionOptions(hpc::CompileOptions &options) {
   options.bucketMb = bucketMb;
   options.overlap = !noOverlap;
   options.zero = zeroFlag.empty() ? 0 : std::stoll(zeroFlag);
+  // The cluster planned for also sizes the automatic gradient buckets.
+  options.cluster = clusterSpec;
 }
 
 static llvm::cl::opt<bool> noFuse(

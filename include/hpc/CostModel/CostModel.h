@@ -185,6 +185,38 @@ double sendTime(const ClusterSpec &cluster, double bytes, bool crossesNode);
 /// reduce-scatters behave (docs/cost-model.md).
 double flatRingPassTime(const ClusterSpec &cluster, double bytes, CommGroup g);
 
+/// One gradient collective of a train step, in the order the backward pass
+/// computes its operand: when that is and when its result is first needed
+/// (seconds of compute into the step), and how big it is (bytes of the
+/// full buffer).
+struct GradientReady {
+  double seconds = 0;
+  double neededSeconds = 0;
+  double bytes = 0;
+};
+
+/// A gradient bucket size and what the model predicts for it.
+struct BucketChoice {
+  double capBytes = 0;       ///< most bytes of one bucket
+  int64_t buckets = 0;       ///< buckets the gradients fill
+  double linkSeconds = 0;    ///< their collectives back to back
+  double exposedSeconds = 0; ///< the compute thread waiting for them
+};
+
+/// The bucket size (from 256 KiB to 25 MiB, in steps of sqrt(2)) that
+/// leaves the least communication exposed when `grads` are fused greedily
+/// in their order into buckets of at most that size (as dist-bucket does:
+/// a bucket also closes before a gradient ready after one of its members
+/// is needed). Each bucket's all-reduce (reduce-scatter when
+/// `reduceScatter`) over `g` starts once its last gradient is ready and
+/// the link is free; the compute stalls where a bucket is needed before it
+/// is done, and the stall delays everything after it. Each bucket also
+/// costs two kernels (the concat and the split). Of sizes within 5% (or
+/// 0.1 ms) of the least, the largest: fewer messages for what the model
+/// leaves out.
+BucketChoice chooseBucketBytes(const ClusterSpec &cluster, CommGroup g, bool reduceScatter,
+                               const std::vector<GradientReady> &grads);
+
 /// The groups of a stage of `dp * tp` devices placed on a contiguous,
 /// aligned block, TP ranks innermost, then EP, then DP.
 CommGroup tensorGroup(const ClusterSpec &c, const StageConfig &s);
