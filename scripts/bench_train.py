@@ -45,6 +45,10 @@ Inference (--infer; --infer-models, default resnet18,gpt2-small):
               --workdir/gpt2-small-infer once and reused) on input_ids int64 [1, 128]
               (fixed seed), compiled with --input-shape input_ids=1,128.
 
+With --precision=bf16 the train steps are compiled with it too, and PyTorch trains
+under torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss
+(the logits cast to fp32 for the loss), fp32 weights and AdamW, as hpc-opt's bf16 does.
+
 Each is compiled by hpc-opt without --train (with --precision=P appended when
 --precision is not fp32), and `MODEL.bin run --input NAME=X.npy --output-dir D --iters N
 --threads T` (its "time: X ms/run" line, mean of the N runs, the first included, and
@@ -285,8 +289,9 @@ class Bench:
             np.save(self.files[k], a)
         self.binary = os.path.join(self.dir, f"{name}-train.bin")
 
-    def compile(self, hpc_opt):
-        cmd = [hpc_opt, self.onnx] + self.flags + TRAIN_FLAGS + ["-o", self.binary]
+    def compile(self, hpc_opt, precision="fp32"):
+        extra = [f"--precision={precision}"] if precision != "fp32" else []
+        cmd = [hpc_opt, self.onnx] + self.flags + TRAIN_FLAGS + extra + ["-o", self.binary]
         self.compile_cmd = cmd
         out = run_cmd(cmd)
         if out.returncode != 0:
@@ -325,7 +330,8 @@ def hpc_train(bench, threads, warmup, steps):
                 peak=summary["peak_bytes_per_rank"]), None
 
 
-def torch_train(bench, threads, warmup, steps, variant):
+def torch_train(bench, threads, warmup, steps, variant, bf16=False):
+    import contextlib
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(threads)
@@ -338,8 +344,13 @@ def torch_train(bench, threads, warmup, steps, variant):
         t0 = time.perf_counter()
         b = bench.batch_at(s)
         opt.zero_grad(set_to_none=True)
-        logits = model(b[bench.x_name])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1))
+        # bf16: PyTorch's CPU autocast around the forward pass and the loss,
+        # as --precision=bf16 compiles (fp32 master weights and AdamW).
+        amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with amp:
+            logits = model(b[bench.x_name])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                   b["labels"].reshape(-1))
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -363,7 +374,7 @@ def train_benchmarks(args):
     for name in args.models:
         log(f"== {name}: making the model")
         bench = Bench(name, args.workdir)
-        err = bench.compile(args.hpc_opt)
+        err = bench.compile(args.hpc_opt, args.precision)
         log("   " + " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c
                               for c in bench.compile_cmd))
         if err:
@@ -379,7 +390,8 @@ def train_benchmarks(args):
                 if err:
                     log(f"   TRAIN FAILED: {err}")
                     break
-                tr = {v: torch_train(bench, t, args.warmup, args.steps, v) for v in variants}
+                tr = {v: torch_train(bench, t, args.warmup, args.steps, v,
+                                     args.precision == "bf16") for v in variants}
                 per.append((h, tr))
                 log(f"   T={t} round {r + 1}: hpc {h['ms']:.2f} ms | " +
                     " | ".join(f"torch {v} {tr[v]['ms']:.2f} ms (hpc/torch "
@@ -618,8 +630,8 @@ def main():
                     help="timed torch bf16-autocast runs of GPT-2 small, first round only "
                          "(default 2; 0: skip)")
     ap.add_argument("--precision", default="fp32",
-                    help="passed to hpc-opt as --precision=P for the inference benchmarks "
-                         "when not fp32 (default fp32)")
+                    help="passed to hpc-opt as --precision=P when not fp32 (default fp32); "
+                         "bf16 also trains PyTorch under CPU bf16 autocast")
     ap.add_argument("--quiet-load", type=float, default=0.0,
                     help="before each round wait (up to 2 min) for the 1-minute load "
                          "average to drop below this (default 0: do not wait)")
@@ -650,7 +662,8 @@ def main():
           f"torchvision {torchvision.__version__}, onnxruntime {onnxruntime.__version__}, "
           f"numpy {np.__version__}")
     if args.train:
-        print(f"steps: {args.warmup} warm-up + {args.steps} timed; threads {args.threads}")
+        print(f"steps: {args.warmup} warm-up + {args.steps} timed; threads {args.threads}; "
+              f"precision {args.precision}")
     if args.infer:
         print(f"inference: {','.join(args.infer_models)}; {args.infer_iters} iterations x "
               f"{args.infer_rounds} rounds; precision {args.precision}")
