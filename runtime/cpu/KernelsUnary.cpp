@@ -290,6 +290,26 @@ HPCRT_KERNEL(cast) {
     fail("cast: result dtype " + dtypeName(y.dtype) + " is not 'to' (" +
          dtypeName(static_cast<int>(to)) + ")");
   checkShape(y, x.shape, "result");
+#ifdef HPCRT_X86_SIMD
+  // The casts around bf16 products (autocast): the vector rows.
+  bool toBf16 = x.dtype == HPCRT_F32 && y.dtype == HPCRT_BF16;
+  bool fromBf16 = x.dtype == HPCRT_BF16 && y.dtype == HPCRT_F32;
+  if ((toBf16 || fromBf16) && simdLevel() > 0) {
+    bool wide = simdLevel() == 2;
+    parallelFor(x.numel, 1.0, [&](int64_t i0, int64_t i1) {
+      if (toBf16) {
+        const float *p = x.as<float>() + i0;
+        auto *q = reinterpret_cast<uint16_t *>(y.as<bf16>()) + i0;
+        wide ? avx512::toBf16Row(p, q, i1 - i0) : avx2::toBf16Row(p, q, i1 - i0);
+      } else {
+        const auto *p = reinterpret_cast<const uint16_t *>(x.as<bf16>()) + i0;
+        float *q = y.as<float>() + i0;
+        wide ? avx512::fromBf16Row(p, q, i1 - i0) : avx2::fromBf16Row(p, q, i1 - i0);
+      }
+    });
+    return;
+  }
+#endif
   dispatch<kAll>(x.dtype, "cast input", [&](auto stag) {
     using S = typename decltype(stag)::type;
     dispatch<kAll>(y.dtype, "cast result", [&](auto dtag) {
