@@ -131,7 +131,13 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
     SmallVector<Value> grads;
-    if (failed(buildBackward(body, ret, loss, active, trainable, grads)))
+    // The gradient models read this while the backward is built
+    // (hpc::kComposedGradientsAttr, HPCGradients.cpp).
+    if (!fusedGradients)
+      module->setAttr(hpc::kComposedGradientsAttr, UnitAttr::get(module.getContext()));
+    LogicalResult built = buildBackward(body, ret, loss, active, trainable, grads);
+    module->removeAttr(hpc::kComposedGradientsAttr);
+    if (failed(built))
       return signalPassFailure();
     numTrainable = trainable.size();
     // Before the weights become variables: `forward` holds their ops.

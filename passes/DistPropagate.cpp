@@ -394,9 +394,11 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         Sharding out = Sharding::replicated(
             cast<RankedTensorType>(op->getResult(0).getType()).getRank());
         out.partial = in->partial;
-        current[op->getResult(0)] = out;
+        // `in` points into `current`: read it before the insertion below,
+        // which may move every entry.
         op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {in->toAttr(ctx)}));
         op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {out.toAttr(ctx)}));
+        current[op->getResult(0)] = out;
         return success();
       }
     }
@@ -410,7 +412,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
           op->getOperand(0).getType() == op->getResult(0).getType() &&
           op->getOperand(1).getType() == op->getResult(0).getType()) {
         Attribute a = lhs->toAttr(ctx);
-        current[op->getResult(0)] = *lhs;
+        Sharding sum = *lhs; // copied first: the insertion may move `*lhs`
+        current[op->getResult(0)] = std::move(sum);
         op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {a, a}));
         op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {a}));
         return success();

@@ -249,7 +249,11 @@ def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
            "Activations the backward reads: none (kept), full (recomputed from "
            "checkpoints of the residual stream), selective (recomputed where cheap: "
-           "attention scores, softmax, norms, activation functions)">
+           "attention scores, softmax, norms, activation functions)">,
+    Option<"fusedGradients", "fused-gradients", "bool", /*default=*/"true",
+           "GELU's and layer normalization's input gradients as one op each "
+           "(hpc.gelu_grad, hpc.layer_norm_grad); false: as chains of forward "
+           "ops (for comparison)">
   ];
   let statistics = [
     Statistic<"numTrainable", "trainable", "Trainable weights">,

@@ -62,6 +62,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   autodiff.freeze = llvm::to_vector(options.freeze);
   autodiff.printTrainable = options.printTrainable;
   autodiff.recompute = options.recompute;
+  autodiff.fusedGradients = options.fusedGradients;
   pm.addPass(createHPCAutodiff(autodiff));
   HPCOptimizerOptions opt;
   opt.optimizer = options.optimizer;

@@ -289,8 +289,9 @@ class Bench:
             np.save(self.files[k], a)
         self.binary = os.path.join(self.dir, f"{name}-train.bin")
 
-    def compile(self, hpc_opt, precision="fp32"):
+    def compile(self, hpc_opt, precision="fp32", hpc_flags=()):
         extra = [f"--precision={precision}"] if precision != "fp32" else []
+        extra += list(hpc_flags)
         cmd = [hpc_opt, self.onnx] + self.flags + TRAIN_FLAGS + extra + ["-o", self.binary]
         self.compile_cmd = cmd
         out = run_cmd(cmd)
@@ -374,7 +375,7 @@ def train_benchmarks(args):
     for name in args.models:
         log(f"== {name}: making the model")
         bench = Bench(name, args.workdir)
-        err = bench.compile(args.hpc_opt, args.precision)
+        err = bench.compile(args.hpc_opt, args.precision, args.hpc_flag)
         log("   " + " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c
                               for c in bench.compile_cmd))
         if err:
@@ -629,6 +630,9 @@ def main():
     ap.add_argument("--torch-bf16-iters", type=int, default=2,
                     help="timed torch bf16-autocast runs of GPT-2 small, first round only "
                          "(default 2; 0: skip)")
+    ap.add_argument("--hpc-flag", action="append", default=[],
+                    help="one more hpc-opt flag for the train steps "
+                         "(--hpc-flag=--no-fused-gradients); repeatable")
     ap.add_argument("--precision", default="fp32",
                     help="passed to hpc-opt as --precision=P when not fp32 (default fp32); "
                          "bf16 also trains PyTorch under CPU bf16 autocast")

@@ -442,9 +442,11 @@ def global_pool(op):
     return build
 
 
-def layer_norm(x_shape, axis, with_bias):
+def layer_norm(x_shape, axis, with_bias, scale_shape=None):
+    """scale_shape: a scale that broadcasts over the normalized dims (the
+    autodiff's composed form; a full one takes hpc.layer_norm_grad)."""
     def build(g):
-        norm = x_shape[axis:]
+        norm = x_shape[axis:] if scale_shape is None else scale_shape
         x = g.input("x", uniform(-2, 2)(g.rng, x_shape))
         s = g.input("scale", uniform(0.5, 1.5)(g.rng, norm))
         operands = [x, s]
@@ -684,6 +686,7 @@ def cases():
              unary("log_softmax", u2, (2, 3, 4), {"axis": i64(0)})),
         Case("layer_norm", "layer_norm", layer_norm((2, 3, 4), -1, True)),
         Case("layer_norm_no_bias_axis1", "layer_norm", layer_norm((2, 3, 4), 1, False)),
+        Case("layer_norm_broadcast_scale", "layer_norm", layer_norm((2, 3, 4), 1, True, (4,))),
         Case("rms_norm", "rms_norm", rms_norm((2, 3, 4), -1)),
         Case("rms_norm_axis1", "rms_norm", rms_norm((2, 3, 4), 1)),
         Case("batch_norm", "batch_norm", batch_norm),
@@ -797,11 +800,15 @@ def call(cmd, timeout=120):
     return p.stdout
 
 
+# hpc-autodiff's options (--composed-gradients adds fused-gradients=false).
+AUTODIFF_OPTIONS = "wrt-inputs=true"
+
+
 def compile_program(hpc_opt, text, d, stem):
     src, ad, exe = (os.path.join(d, stem + s) for s in (".mlir", ".ad.mlir", ".bin"))
     with open(src, "w") as f:
         f.write(text)
-    call([hpc_opt, src, "--hpc-autodiff=wrt-inputs=true", "-o", ad])
+    call([hpc_opt, src, "--hpc-autodiff=" + AUTODIFF_OPTIONS, "-o", ad])
     call([hpc_opt, ad, "--emit=exe", "-o", exe])
     return exe
 
@@ -908,7 +915,13 @@ def main():
     ap.add_argument("--only", default=None, help="regex: run only the cases it matches")
     ap.add_argument("--self-test", action="store_true",
                     help="run the mutants, which must all fail; exit 0 when they do")
+    ap.add_argument("--composed-gradients", action="store_true",
+                    help="differentiate with hpc-autodiff's fused-gradients=false (GELU and "
+                         "layer norm from their elementwise formulas)")
     args = ap.parse_args()
+    global AUTODIFF_OPTIONS
+    if args.composed_gradients:
+        AUTODIFF_OPTIONS += " fused-gradients=false"
 
     hpc_opt = args.hpc_opt or shutil.which("hpc-opt") or os.path.join(ROOT, "build", "bin",
                                                                        "hpc-opt")

@@ -323,12 +323,15 @@ LogicalResult WeightOp::verify() {
   return success();
 }
 
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
+/// hpc.gelu's and hpc.gelu_grad's `approximate`: "none" or "tanh".
+static LogicalResult verifyGeluApproximate(Operation *op, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << approximate << "\"";
   return success();
 }
+
+LogicalResult GeluOp::verify() { return verifyGeluApproximate(*this, getApproximate()); }
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -1242,6 +1245,37 @@ LogicalResult AvgPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
                        a.getKernelShape(), a.getStrides(), a.getPads(), a.getDilations(),
                        a.getCeilMode(), inferred);
 }
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor a, SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, a.getInput().getType(), "input");
+  if (failed(input))
+    return failure();
+  auto axis = normalizeAxis(loc, a.getAxis(), input->getRank());
+  if (failed(axis))
+    return failure();
+  auto scale = cast<RankedTensorType>(a.getScale().getType());
+  if (scale.getShape() != input->getShape().drop_front(*axis) ||
+      scale.getElementType() != input->getElementType())
+    return emitOptionalError(loc, "scale type ", scale,
+                             " is not the input's normalized dims of ", *input);
+  if (a.getGradOutput().getType() != *input)
+    return emitOptionalError(loc, "grad_output type ", a.getGradOutput().getType(),
+                             " is not the input type ", *input);
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor a, SmallVectorImpl<Type> &inferred) {
+  if (a.getInput().getType() != a.getGradOutput().getType())
+    return emitOptionalError(loc, "grad_output type ", a.getGradOutput().getType(),
+                             " is not the input type ", a.getInput().getType());
+  inferred.push_back(a.getInput().getType());
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() { return verifyGeluApproximate(*this, getApproximate()); }
 
 #define GET_OP_CLASSES
 #include "HPC/HPCOps.cpp.inc"

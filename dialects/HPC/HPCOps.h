@@ -155,6 +155,12 @@ mlir::Value addGemmBias(mlir::OpBuilder &b, mlir::Location loc, GemmOp gemm,
 /// gradient's scatter-add starts from).
 bool isZeroConstant(mlir::Value v);
 
+/// A unit attribute hpc-autodiff sets on the module while it builds the
+/// backward with fused-gradients=false: GELU's and layer normalization's
+/// gradient models then build their formulas from forward ops instead of
+/// hpc.gelu_grad and hpc.layer_norm_grad (for comparison).
+constexpr llvm::StringLiteral kComposedGradientsAttr = "hpc.composed_gradients";
+
 /// Data above this many bytes is a resource blob (kept apart from the
 /// printed IR), smaller data an inline dense attribute.
 constexpr int64_t kInlineDataBytes = 1024;

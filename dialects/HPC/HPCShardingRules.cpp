@@ -114,6 +114,7 @@ ELEMENTWISE_RULE(SiluOp)
 ELEMENTWISE_RULE(SoftplusOp)
 ELEMENTWISE_RULE(HardSwishOp)
 ELEMENTWISE_RULE(GeluOp)
+ELEMENTWISE_RULE(GeluGradOp)
 ELEMENTWISE_RULE(LeakyReluOp)
 ELEMENTWISE_RULE(EluOp)
 ELEMENTWISE_RULE(HardSigmoidOp)
@@ -300,6 +301,7 @@ static ShardingRule normRule(Operation *op, int64_t axis) {
 
 ShardingRule LayerNormOp::getShardingRule() { return normRule(*this, getAxis()); }
 ShardingRule RMSNormOp::getShardingRule() { return normRule(*this, getAxis()); }
+ShardingRule LayerNormGradOp::getShardingRule() { return normRule(*this, getAxis()); }
 
 //===----------------------------------------------------------------------===//
 // Reductions

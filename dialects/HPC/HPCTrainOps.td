@@ -4,7 +4,9 @@
 // mutable state (hpc.variable), optimizer updates that write state in place
 // (hpc.sgd_update, hpc.adamw_update), and the backward computations the
 // forward ops cannot express (convolution filter gradients, pooling
-// gradients). Every other gradient is built from forward ops by hpc-autodiff.
+// gradients) or only as a long elementwise chain (GELU's, layer
+// normalization's input gradient). Every other
+// gradient is built from forward ops by hpc-autodiff.
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,6 +158,42 @@ def HPC_ConvWeightGradOp : HPC_InferOp<"conv_weight_grad"> {
                    DefaultValuedAttr<I64Attr, "1">:$group);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_GeluGradOp : HPC_InferOp<"gelu_grad"> {
+  let summary = "Gradient of GELU with respect to its input";
+  let description = [{
+    `grad_output * gelu'(input)`, with `approximate` as the forward
+    `hpc.gelu`'s ("none": Phi(x) + x phi(x); "tanh": the derivative of the
+    tanh approximation). One kernel instead of the dozen elementwise ops the
+    formula is made of (each a pass over the activation).
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnyFloat]>:$grad_output,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_LayerNormGradOp : HPC_InferOp<"layer_norm_grad"> {
+  let summary = "Gradient of layer normalization with respect to its input";
+  let description = [{
+    The input gradient of `hpc.layer_norm` (same `axis` and `epsilon`):
+    with xhat = (x - mean) * rstd over dims `axis..rank-1` (n elements) and
+    g = grad_output * scale, `rstd * (g - mean(g) - xhat * mean(g * xhat))`.
+    `scale` has the normalized dims' shape exactly. The statistics are
+    recomputed from `input`; the scale and bias gradients are sums the
+    autodiff builds from forward ops (they reduce over the rows, which the
+    partitioner may split).
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnyFloat]>:$scale,
+                   RankedTensorOf<[AnyFloat]>:$grad_output,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $scale `,` $grad_output attr-dict `:` functional-type(operands, results)";
 }
 
 class HPC_PoolGradOp<string mnemonic, string summaryText> : HPC_InferOp<mnemonic> {

@@ -118,6 +118,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("none | full | selective: activations the backward reads are kept, "
                      "or recomputed from checkpoints (hpc-autodiff)"),
       llvm::cl::init("none")};
+  Option<bool> fusedGradients{
+      *this, "fused-gradients",
+      llvm::cl::desc("GELU's and layer normalization's input gradients as one op each; "
+                     "false: chains of forward ops (hpc-autodiff, for comparison)"),
+      llvm::cl::init(true)};
   ListOption<std::string> freeze{*this, "freeze",
                                  llvm::cl::desc("Weights not to train (initializer names)")};
   Option<bool> trainMode{

@@ -57,6 +57,7 @@ int64_t hpc::estimateFlops(Operation *op) {
       })
       .Case<hpc::SoftmaxOp, hpc::LogSoftmaxOp>([&](Operation *) { return 5 * out; })
       .Case<hpc::LayerNormOp, hpc::RMSNormOp>([&](Operation *) { return 8 * out; })
+      .Case([&](hpc::LayerNormGradOp) { return 12 * out; })
       .Case([&](hpc::BatchNormOp) { return 2 * out; })
       .Case<hpc::ReduceSumOp, hpc::ReduceMeanOp, hpc::ReduceMaxOp,
             hpc::ReduceMinOp, hpc::ReduceProdOp, hpc::ArgMaxOp, hpc::ArgMinOp,
@@ -72,6 +73,7 @@ int64_t hpc::estimateFlops(Operation *op) {
       .Case<hpc::GeluOp, hpc::SiluOp, hpc::SigmoidOp, hpc::TanhOp, hpc::ErfOp,
             hpc::ExpOp, hpc::LogOp, hpc::SoftplusOp>(
           [&](Operation *) { return 4 * out; })
+      .Case([&](hpc::GeluGradOp) { return 10 * out; })
       .Case<hpc::AddOp, hpc::SubOp, hpc::MulOp, hpc::DivOp, hpc::PowOp,
             hpc::MaxOp, hpc::MinOp, hpc::ReluOp, hpc::SqrtOp, hpc::NegOp,
             hpc::AbsOp, hpc::ReciprocalOp, hpc::ClipOp, hpc::LeakyReluOp,

@@ -23,6 +23,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -129,14 +130,13 @@ constexpr int kPostOpSrcArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1
 Made productMade(const dn::primitive_desc_base &pd, dn::primitive prim, bool bias,
                  const dn::memory::desc *postOpSrc = nullptr);
 
-/// The op's primitive for `key`: made by make() (returning Made) when the op
-/// has none yet or has one for another key (a test reusing an op number).
-/// `flops` sizes its thread count (threadsFor).
+/// A primitive for `key` made by make() (returning Made), with its
+/// scratchpad asked of `ctx`; `flops` sizes its thread count (threadsFor).
+/// Not available when oneDNN has no implementation. For kernels whose state
+/// holds more than one primitive; the others use primitiveFor.
 template <typename MakeFn>
-Primitive &primitiveFor(OpCall &c, const std::string &key, double flops, MakeFn &&make) {
-  auto *p = dynamic_cast<Primitive *>(c.ctx.kernelState(c.op));
-  if (p && p->key == key)
-    return *p;
+std::unique_ptr<Primitive> makePrimitive(Context &ctx, const std::string &key, double flops,
+                                         MakeFn &&make) {
   auto fresh = std::make_unique<Primitive>();
   fresh->key = key;
   fresh->threads = threadsFor(flops);
@@ -152,12 +152,23 @@ Primitive &primitiveFor(OpCall &c, const std::string &key, double flops, MakeFn 
       fresh->scratchpadBytes = sp.get_size();
       if (fresh->scratchpadBytes)
         fresh->args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(sp, engine(), DNNL_MEMORY_NONE));
-      c.ctx.requireScratchpad(fresh->scratchpadBytes);
+      ctx.requireScratchpad(fresh->scratchpadBytes);
     }
   } catch (const dn::error &e) {
     if (e.status != dnnl_unimplemented)
       fail(std::string("oneDNN: ") + e.what());
   }
+  return fresh;
+}
+
+/// The op's primitive for `key` (its kernel state): made by make() when the
+/// op has none yet or has one for another key (a test reusing an op number).
+template <typename MakeFn>
+Primitive &primitiveFor(OpCall &c, const std::string &key, double flops, MakeFn &&make) {
+  auto *p = dynamic_cast<Primitive *>(c.ctx.kernelState(c.op));
+  if (p && p->key == key)
+    return *p;
+  std::unique_ptr<Primitive> fresh = makePrimitive(c.ctx, key, flops, make);
   Primitive &ref = *fresh;
   c.ctx.setKernelState(c.op, std::move(fresh));
   return ref;

@@ -16,6 +16,7 @@
 #include "Simd.h"
 
 #include <cstring>
+#include <memory>
 
 using namespace hpcrt;
 
@@ -196,6 +197,97 @@ bool layerNormOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const Tens
   return true;
 }
 
+/// layer_norm_grad's state: oneDNN's layer normalization backward needs the
+/// forward's mean and variance, which the inference forward did not keep, so
+/// a forward_training primitive recomputes them (writing its xhat into dx,
+/// which the backward then overwrites) into a buffer held for the run. The
+/// backward is prop_kind::backward (oneDNN 2.6 has no backward_data with a
+/// scale), so it also writes a scale gradient, into the same buffer and
+/// unused: the autodiff sums the parameter gradients itself, as sums over
+/// rows that the partitioner may split.
+struct LayerNormGradState : KernelState {
+  std::string key;
+  std::unique_ptr<onednn::Primitive> statistics, backward;
+  Buffer held; ///< [outer] means, [outer] variances, [n] scale gradient
+};
+
+/// layer_norm_grad on oneDNN (f32, plain, scale dense over the n normalized
+/// elements). False: the own loop runs.
+bool layerNormGradOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const Tensor &dy,
+                         Tensor &dx, int64_t outer, int64_t n, double eps) {
+  if (!onednn::primitivesEnabled() || x.dtype != HPCRT_F32 || x.numel < kLayerNormOnednnMin ||
+      outer == 0 || n == 0 || scale.numel != n)
+    return false;
+  uint64_t epsBits;
+  std::memcpy(&epsBits, &eps, sizeof eps);
+  std::string key = "layer_norm_grad " + onednn::keyOf(x) + " n=" + std::to_string(n) +
+                    " eps=" + std::to_string(epsBits);
+  auto *state = dynamic_cast<LayerNormGradState *>(c.ctx.kernelState(c.op));
+  if (!state || state->key != key) {
+    auto fresh = std::make_unique<LayerNormGradState>();
+    fresh->key = key;
+    dn::memory::desc data = onednn::plain({outer, n}, onednn::dt::f32),
+                     stat = onednn::plain({outer}, onednn::dt::f32),
+                     vec = onednn::plain({n}, onednn::dt::f32);
+    float e = static_cast<float>(eps);
+    double work = kLayerNormWork * static_cast<double>(x.numel);
+    auto forward = [&](dn::normalization_flags flags) {
+      return dn::layer_normalization_forward::primitive_desc(
+          dn::layer_normalization_forward::desc(dn::prop_kind::forward_training, data, e, flags),
+          onednn::baseAttr(), onednn::engine(), /*allow_empty=*/true);
+    };
+    fresh->statistics = onednn::makePrimitive(c.ctx, key, work, [&] {
+      auto pd = forward(dn::normalization_flags::none);
+      if (!pd)
+        return onednn::Made{};
+      onednn::Made m{pd, dn::layer_normalization_forward(pd), {}};
+      m.args = {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}, {DNNL_ARG_MEAN, stat},
+                {DNNL_ARG_VARIANCE, stat}};
+      return m;
+    });
+    fresh->backward = onednn::makePrimitive(c.ctx, key, 2 * work, [&] {
+      auto hint = forward(dn::normalization_flags::use_scale);
+      if (!hint)
+        return onednn::Made{};
+      dn::layer_normalization_backward::primitive_desc pd(
+          dn::layer_normalization_backward::desc(dn::prop_kind::backward, data, data, stat,
+                                                 e, dn::normalization_flags::use_scale),
+          onednn::baseAttr(), onednn::engine(), hint, /*allow_empty=*/true);
+      if (!pd)
+        return onednn::Made{};
+      onednn::Made m{pd, dn::layer_normalization_backward(pd), {}};
+      m.args = {{DNNL_ARG_SRC, data},      {DNNL_ARG_MEAN, stat},  {DNNL_ARG_VARIANCE, stat},
+                {DNNL_ARG_DIFF_DST, data}, {DNNL_ARG_SCALE, vec}, {DNNL_ARG_DIFF_SRC, data},
+                {DNNL_ARG_DIFF_SCALE, vec}};
+      return m;
+    });
+    if (fresh->statistics->available && fresh->backward->available) {
+      fresh->held = Buffer(static_cast<size_t>(2 * outer + n) * sizeof(float));
+      fresh->heldBytes = fresh->held.size();
+    }
+    state = fresh.get();
+    c.ctx.setKernelState(c.op, std::move(fresh));
+  }
+  if (!state->statistics->available || !state->backward->available)
+    return false;
+  if (c.setup)
+    return true;
+  float *mean = static_cast<float *>(state->held.data()), *variance = mean + outer,
+        *scaleGrad = variance + outer;
+  state->statistics->execute(c.ctx, {{DNNL_ARG_SRC, x.data},
+                                     {DNNL_ARG_DST, dx.data},
+                                     {DNNL_ARG_MEAN, mean},
+                                     {DNNL_ARG_VARIANCE, variance}});
+  state->backward->execute(c.ctx, {{DNNL_ARG_SRC, x.data},
+                                   {DNNL_ARG_MEAN, mean},
+                                   {DNNL_ARG_VARIANCE, variance},
+                                   {DNNL_ARG_DIFF_DST, dy.data},
+                                   {DNNL_ARG_SCALE, scale.data},
+                                   {DNNL_ARG_DIFF_SRC, dx.data},
+                                   {DNNL_ARG_DIFF_SCALE, scaleGrad}});
+  return true;
+}
+
 template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
   c.expect(1, hasBias ? 3 : 2);
   Tensor &x = c.in(0), &scale = c.in(1), &y = c.out();
@@ -269,6 +361,61 @@ template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
 }
 
 } // namespace
+
+// layer_norm_grad: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+// g = dy * scale, per row of the n normalized elements. f32 on oneDNN's
+// layer normalization backward; f64, f16, bf16 and small rows here.
+HPCRT_STATEFUL_KERNEL(layer_norm_grad) {
+  const char *what = "layer_norm_grad";
+  c.expect(1, 3);
+  Tensor &x = c.in(0), &scale = c.in(1), &dy = c.in(2), &dx = c.out();
+  int64_t axis = normalizeAxis(c.i(), x.rank());
+  double eps = c.f();
+  checkSameDtype(x, scale, what);
+  checkSameDtype(x, dy, what);
+  checkSameDtype(x, dx, what);
+  checkShape(dy, x.shape, "grad_output");
+  checkShape(dx, x.shape, "result");
+  std::vector<int64_t> trailing(x.shape.begin() + axis, x.shape.end());
+  checkShape(scale, trailing, "scale");
+  int64_t n = numElements(trailing), outer = numElements(x.shape) / std::max<int64_t>(n, 1);
+  if (n == 0)
+    return;
+  if (layerNormGradOnednn(c, x, scale, dy, dx, outer, n, eps) || c.setup)
+    return;
+  dispatch<kF>(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<T>(), *pg = scale.as<T>(), *pdy = dy.as<T>();
+    T *pdx = dx.as<T>();
+    parallelFor(outer, 6.0 * static_cast<double>(n), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const int64_t base = o * n;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < n; ++j)
+          mean += static_cast<double>(ld(px, base + j));
+        mean /= static_cast<double>(n);
+        for (int64_t j = 0; j < n; ++j) {
+          double d = static_cast<double>(ld(px, base + j)) - mean;
+          var += d * d;
+        }
+        double rstd = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
+        double m1 = 0, m2 = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double g = static_cast<double>(ld(pdy, base + j)) * static_cast<double>(ld(pg, j));
+          m1 += g;
+          m2 += g * (static_cast<double>(ld(px, base + j)) - mean) * rstd;
+        }
+        m1 /= static_cast<double>(n);
+        m2 /= static_cast<double>(n);
+        for (int64_t j = 0; j < n; ++j) {
+          double g = static_cast<double>(ld(pdy, base + j)) * static_cast<double>(ld(pg, j));
+          double xhat = (static_cast<double>(ld(px, base + j)) - mean) * rstd;
+          st(pdx, base + j, rstd * (g - m1 - xhat * m2));
+        }
+      }
+    });
+  });
+}
 
 HPCRT_KERNEL(softmax) { softmaxKernel<false>(c, "softmax"); }
 HPCRT_KERNEL(log_softmax) { softmaxKernel<true>(c, "log_softmax"); }

@@ -252,6 +252,11 @@
  *                   kernel_shape, pads, strides}
  *   avg_pool_grad   [1, dx, 2, x, dy]   iattrs {ceil_mode,
  *                   count_include_pad, dilations, kernel_shape, pads, strides}
+ *   gelu_grad       [1, dx, 2, x, dy]   sattrs {approximate}: dx = dy *
+ *                   gelu'(x), "none" (erf) or "tanh" as hpc.gelu's.
+ *   layer_norm_grad [1, dx, 3, x, scale, dy]  iattrs {axis} fattrs
+ *                   {epsilon}: the input gradient of layer_norm, scale of
+ *                   the normalized dims' shape.
  *
  *
  * The train command (runtime/driver; docs/training.md, "The train command")

@@ -7,6 +7,10 @@
 // RUN: hpc-opt %t/print.mlir --hpc-autodiff="print-trainable=true freeze=b" | FileCheck %t/print.mlir
 // RUN: hpc-opt %t/wrt-inputs.mlir --hpc-autodiff=wrt-inputs=true | FileCheck %t/wrt-inputs.mlir
 // RUN: hpc-opt %t/comparison.mlir --hpc-autodiff=print-trainable=true | FileCheck %t/comparison.mlir
+// RUN: hpc-opt %t/gelu.mlir --hpc-autodiff | FileCheck %t/gelu.mlir
+// RUN: hpc-opt %t/gelu.mlir --hpc-autodiff=fused-gradients=false | FileCheck %t/gelu.mlir --check-prefix=COMPOSED
+// RUN: hpc-opt %t/layer-norm.mlir --hpc-autodiff | FileCheck %t/layer-norm.mlir
+// RUN: hpc-opt %t/layer-norm-broadcast.mlir --hpc-autodiff | FileCheck %t/layer-norm-broadcast.mlir
 
 // hpc-autodiff: which weights train, what they become, and what @main
 // returns. The values of the gradients are checked numerically by
@@ -177,5 +181,67 @@ func.func @main(%x: tensor<3xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = 
   %c = hpc.greater %x, %t : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
   %y = hpc.where %c, %w, %x : (tensor<3xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = hpc.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+//--- gelu.mlir
+// GELU's gradient is one hpc.gelu_grad of the forward input (with the
+// forward's approximation), not the dozen elementwise ops of its formula.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[H:.+]] = hpc.mul %{{.+}}, %{{.+}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: hpc.gelu %[[H]] {approximate = "tanh"}
+// CHECK: %[[DG:.+]] = hpc.expand
+// CHECK-NEXT: %[[DH:.+]] = hpc.gelu_grad %[[H]], %[[DG]] {approximate = "tanh"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NOT: hpc.tanh
+// CHECK: hpc.mul %[[DH]], %{{.+}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// fused-gradients=false: the formula's elementwise ops, and the module
+// keeps no trace of the option.
+// COMPOSED-NOT: hpc.composed_gradients
+// COMPOSED-NOT: hpc.gelu_grad
+// COMPOSED: hpc.tanh
+// COMPOSED-NOT: hpc.gelu_grad
+func.func @main(%x: tensor<2x3xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<3xf32> = dense<[1.0, 2.0, 3.0]>
+  %h = hpc.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %g = hpc.gelu %h {approximate = "tanh"} : tensor<2x3xf32>
+  %l = hpc.reduce_sum %g {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+//--- layer-norm.mlir
+// A layer norm whose scale covers the normalized dims: the input gradient is
+// one hpc.layer_norm_grad, the parameter gradients sum dy * xhat (xhat a
+// layer_norm with unit scale) and dy over the rows. A broadcast scale keeps
+// the composed form (reductions over the normalized dims).
+// CHECK-LABEL: func.func @main
+// CHECK: %[[X:.+]] = hpc.mul
+// CHECK: %[[DY:.+]] = hpc.expand
+// CHECK: %[[DX:.+]] = hpc.layer_norm_grad %[[X]], %{{.+}}, %[[DY]] : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+// CHECK: %[[ONES:.+]] = hpc.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK: %[[XHAT:.+]] = hpc.layer_norm %[[X]], %[[ONES]] :
+// CHECK: hpc.mul %[[DY]], %[[XHAT]]
+// CHECK-NOT: hpc.sqrt
+// CHECK: hpc.mul %[[DX]]
+func.func @main(%x: tensor<2x3x4xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+  %s = hpc.weight "ln.scale" : tensor<4xf32> = dense<1.5>
+  %b = hpc.weight "ln.bias" : tensor<4xf32> = dense<0.5>
+  %h = hpc.mul %x, %w : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %n = hpc.layer_norm %h, %s, %b : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %l = hpc.reduce_sum %n {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+//--- layer-norm-broadcast.mlir
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: hpc.layer_norm_grad
+// CHECK: hpc.sqrt
+// CHECK-NOT: hpc.layer_norm_grad
+func.func @main(%x: tensor<2x3x4xf32> {hpc.name = "x"}) -> (tensor<f32> {hpc.name = "loss"}) {
+  %w = hpc.weight "w" : tensor<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+  %s = hpc.weight "ln.scale" : tensor<4xf32> = dense<1.5>
+  %h = hpc.mul %x, %w : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %n = hpc.layer_norm %h, %s {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %l = hpc.reduce_sum %n {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }

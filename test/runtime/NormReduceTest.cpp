@@ -118,6 +118,7 @@ struct OwnKernelsOnly {
 struct StatefulRun {
   std::vector<double> y;
   size_t states = 0; ///< kernel states the context holds after the calls
+  uint64_t heldBytes = 0; ///< what those states hold (KernelState::heldBytes)
 };
 
 /// One call of `fn` (one result of x's shape and dtype) on a context of its
@@ -165,6 +166,7 @@ StatefulRun runStateful(KFn fn, const std::vector<std::optional<Val>> &ins,
   EXPECT_EQ(ctx.error(), "");
   StatefulRun r;
   r.states = ctx.kernelStateCount();
+  r.heldBytes = ctx.kernelStateBytes();
   for (int64_t i = 0; i < y.numel; ++i)
     r.y.push_back(readElem(y, i));
   return r;
@@ -253,6 +255,85 @@ TEST(LayerNorm, OwnKernelForOtherDtypesSmallShapesAndBroadcastParameters) {
   for (int j = 0; j < 12; ++j)
     s12.v.push_back(s4.v[j % 4]);
   expectNear(rb.y, layerNormRef(xf, 12, s12, std::nullopt, 1e-5), 1e-5, 1e-5);
+}
+
+/// d<layer_norm(x), dy>/dx by central differences of layerNormRef (double).
+std::vector<double> layerNormGradRef(const Val &x, int64_t n, const Val &scale, const Val &dy,
+                                     double eps) {
+  std::vector<double> r(x.v.size());
+  const double h = 1e-6;
+  auto loss = [&](const Val &at) {
+    std::vector<double> y = layerNormRef(at, n, scale, std::nullopt, eps);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      l += y[i] * dy.v[i];
+    return l;
+  };
+  for (size_t i = 0; i < x.v.size(); ++i) {
+    Val up = x, down = x;
+    up.v[i] += h;
+    down.v[i] -= h;
+    r[i] = (loss(up) - loss(down)) / (2 * h);
+  }
+  return r;
+}
+
+// layer_norm_grad: the own loop (f64) against central differences of the
+// forward; the f32 oneDNN path (forward_training for the statistics, then
+// backward_data) against the own loop; bf16 within its rounding.
+TEST(LayerNormGrad, MatchesFiniteDifferencesAndOnednnAgrees) {
+  Val x = randomVal(HPCRT_F64, {3, 2, 5}, 140), scale = randomVal(HPCRT_F64, {2, 5}, 141),
+      dy = randomVal(HPCRT_F64, {3, 2, 5}, 142);
+  StatefulRun r = runStateful(hpcrt_layer_norm_grad, {x, scale, dy}, {1}, {1e-3});
+  EXPECT_EQ(r.states, 0u) << "oneDNN has no f64";
+  expectNear(r.y, layerNormGradRef(x, 10, scale, dy, 1e-3), 1e-7, 1e-8);
+
+  unsigned seed = 143;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{64, 512}, {4, 32, 96}}) {
+    SCOPED_TRACE(shapeString(shape));
+    int64_t n = shape.back();
+    Val x32 = randomVal(HPCRT_F32, shape, seed++), s32 = randomVal(HPCRT_F32, {n}, seed++),
+        dy32 = randomVal(HPCRT_F32, shape, seed++);
+    for (double &v : x32.v)
+      v = static_cast<float>(3 * v + 0.5);
+    StatefulRun dnnl = runStateful(hpcrt_layer_norm_grad, {x32, s32, dy32}, {-1}, {1e-5});
+    EXPECT_EQ(dnnl.states, 1u) << "the f32 layer_norm_grad runs on oneDNN";
+    // Held only once both primitives exist: means, variances, scale gradient.
+    EXPECT_EQ(dnnl.heldBytes, (2 * numElements(shape) / n + n) * sizeof(float));
+    StatefulRun setup =
+        runStateful(hpcrt_layer_norm_grad, {x32, s32, dy32}, {-1}, {1e-5}, /*setup=*/true);
+    Val x64 = x32, s64 = s32, dy64 = dy32;
+    x64.dtype = s64.dtype = dy64.dtype = HPCRT_F64;
+    StatefulRun want = runStateful(hpcrt_layer_norm_grad, {x64, s64, dy64}, {-1}, {1e-5});
+    expectNear(dnnl.y, want.y, 1e-4, 1e-5);
+    expectNear(setup.y, want.y, 1e-4, 1e-5);
+    StatefulRun own;
+    {
+      OwnKernelsOnly scope;
+      own = runStateful(hpcrt_layer_norm_grad, {x32, s32, dy32}, {-1}, {1e-5});
+    }
+    EXPECT_EQ(own.states, 0u);
+    expectNear(own.y, want.y, 1e-5, 1e-6);
+  }
+  Val xb = randomVal(HPCRT_F64, {4, 16}, 150), sb = randomVal(HPCRT_F64, {16}, 151),
+      dyb = randomVal(HPCRT_F64, {4, 16}, 152);
+  for (Val *v : {&xb, &sb, &dyb})
+    for (double &e : v->v)
+      e = bf16ToFloat(floatToBf16(static_cast<float>(e)));
+  StatefulRun want = runStateful(hpcrt_layer_norm_grad, {xb, sb, dyb}, {-1}, {1e-5});
+  xb.dtype = sb.dtype = dyb.dtype = HPCRT_BF16;
+  StatefulRun rb = runStateful(hpcrt_layer_norm_grad, {xb, sb, dyb}, {-1}, {1e-5});
+  expectNear(rb.y, want.y, 1e-2, 1e-2);
+}
+
+TEST(LayerNormGrad, BadShapesAreErrors) {
+  Val x = randomVal(HPCRT_F32, {2, 3}, 160), s2 = randomVal(HPCRT_F32, {2}, 161),
+      dy = randomVal(HPCRT_F32, {2, 3}, 162);
+  Result r = run({hpcrt_layer_norm_grad, {x, s2, dy}, {{HPCRT_F32, {2, 3}}}, {-1}, {1e-5}});
+  EXPECT_NE(r.error.find("scale"), std::string::npos) << r.error;
+  Val s3 = randomVal(HPCRT_F32, {3}, 163), dy6 = randomVal(HPCRT_F32, {6}, 164);
+  EXPECT_NE(run({hpcrt_layer_norm_grad, {x, s3, dy6}, {{HPCRT_F32, {2, 3}}}, {-1}, {1e-5}}).error,
+            "");
 }
 
 // log_softmax keeps its own row kernel (KernelsNorm.cpp says why): wide

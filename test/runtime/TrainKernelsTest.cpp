@@ -5,13 +5,15 @@
 // PyTorch's formulas over three steps; conv_weight_grad against a direct
 // loop and against central differences of the forward conv kernel (f64);
 // max_pool_grad against central differences of max_pool and avg_pool_grad
-// through the adjoint identity <avg_pool(v), dy> = <avg_pool_grad(x, dy), v>.
-// Then the float64 forms of the forward kernels that the float64 gradient
+// through the adjoint identity <avg_pool(v), dy> = <avg_pool_grad(x, dy), v>;
+// gelu_grad against central differences of GELU in double, its f32 oneDNN
+// path against its own loop. Then the float64 forms of the forward kernels that the float64 gradient
 // checks of training programs run, against double references.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtils.h"
+#include "cpu/Dnnl.h"
 
 #include <algorithm>
 #include <numeric>
@@ -662,6 +664,76 @@ TEST(TrainPoolGrad, BadShapesAreErrors) {
   Val dy64 = randomVal(HPCRT_F64, ys, 4);
   EXPECT_NE(run({hpcrt_avg_pool_grad, {x, dy64}, {{HPCRT_F32, c.x}}, poolAttrs(c, 1)})
                 .error.find("dtypes f32 and f64 differ"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad
+//===----------------------------------------------------------------------===//
+
+double geluRef(double x, bool tanhForm) {
+  if (tanhForm)
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+/// dy * gelu'(x) by central differences of geluRef (h = 1e-5: ~1e-10 off).
+std::vector<double> geluGradRef(const Val &x, const Val &dy, bool tanhForm) {
+  std::vector<double> r;
+  const double h = 1e-5;
+  for (size_t i = 0; i < x.v.size(); ++i)
+    r.push_back(dy.v[i] * (geluRef(x.v[i] + h, tanhForm) - geluRef(x.v[i] - h, tanhForm)) /
+                (2 * h));
+  return r;
+}
+
+Val spread(Val v, double by) {
+  for (double &e : v.v)
+    e = v.dtype == HPCRT_F32 ? static_cast<float>(e * by) : e * by;
+  return v;
+}
+
+TEST(TrainGeluGrad, MatchesFiniteDifferencesOfGelu) {
+  for (bool tanhForm : {false, true}) {
+    SCOPED_TRACE(tanhForm ? "tanh" : "erf");
+    std::string approximate = tanhForm ? "tanh" : "none";
+    // float64: the loop, against the differences to ~1e-9.
+    Val x = spread(randomVal(HPCRT_F64, {3, 41}, 900), 6), dy = randomVal(HPCRT_F64, {3, 41}, 901);
+    expectNear(run1({hpcrt_gelu_grad, {x, dy}, {{HPCRT_F64, x.shape}}, {}, {}, {approximate}}),
+               geluGradRef(x, dy, tanhForm), 1e-8, 1e-9);
+    // float32 above the oneDNN threshold: oneDNN's eltwise backward, and the
+    // loop with primitives off, both within f32 rounding of the reference.
+    Val x32 = spread(randomVal(HPCRT_F32, {16, 1000}, 902), 8),
+        dy32 = randomVal(HPCRT_F32, {16, 1000}, 903);
+    std::vector<double> want = geluGradRef(x32, dy32, tanhForm);
+    Call call{hpcrt_gelu_grad, {x32, dy32}, {{HPCRT_F32, x32.shape}}, {}, {}, {approximate}};
+    std::vector<double> dnnl = run1(call);
+    onednn::setPrimitivesEnabled(false);
+    std::vector<double> own = run1(call);
+    onednn::setPrimitivesEnabled(true);
+    expectNear(dnnl, want, 1e-5, 2e-6);
+    expectNear(own, want, 1e-5, 2e-6);
+    // bf16: computed in float from the rounded inputs, rounded once.
+    Val xb = x, dyb = dy;
+    xb.dtype = dyb.dtype = HPCRT_BF16;
+    for (Val *v : {&xb, &dyb})
+      for (double &e : v->v)
+        e = bf16ToFloat(floatToBf16(static_cast<float>(e)));
+    expectNear(run1({hpcrt_gelu_grad, {xb, dyb}, {{HPCRT_BF16, x.shape}}, {}, {}, {approximate}}),
+               geluGradRef(xb, dyb, tanhForm), 8e-3, 1e-3);
+  }
+}
+
+TEST(TrainGeluGrad, BadOperandsAreErrors) {
+  Val x = randomVal(HPCRT_F32, {2, 3}, 910), dy = randomVal(HPCRT_F32, {2, 3}, 911);
+  EXPECT_NE(run({hpcrt_gelu_grad, {x, dy}, {{HPCRT_F32, {2, 3}}}, {}, {}, {"fast"}})
+                .error.find("approximate 'fast' is not 'none' or 'tanh'"),
+            std::string::npos);
+  Val dy6 = randomVal(HPCRT_F32, {6}, 912);
+  EXPECT_NE(run({hpcrt_gelu_grad, {x, dy6}, {{HPCRT_F32, {2, 3}}}, {}, {}, {"tanh"}}).error, "");
+  Val xi = val(HPCRT_I32, {2}, {1, 2});
+  EXPECT_NE(run({hpcrt_gelu_grad, {xi, xi}, {{HPCRT_I32, {2}}}, {}, {}, {"tanh"}})
+                .error.find("not supported"),
             std::string::npos);
 }
 

@@ -254,6 +254,13 @@ static llvm::cl::opt<std::string> recomputeFlag(
                    "activation functions)"),
     llvm::cl::init("none"), llvm::cl::cat(trainCategory));
 
+static llvm::cl::opt<bool> noFusedGradientsFlag(
+    "no-fused-gradients",
+    llvm::cl::desc("With --train: build GELU's and layer normalization's input gradients "
+                   "from elementwise ops and reductions instead of one hpc.gelu_grad / "
+                   "hpc.layer_norm_grad kernel each (for comparison)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
   options.train = trainFlag;
@@ -275,6 +282,7 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.trainMode = trainModeFlag;
   options.seed = seedFlag;
   options.recompute = recomputeFlag;
+  options.fusedGradients = !noFusedGradientsFlag;
 }
 
 /// The --precision of the command line (checked in main).

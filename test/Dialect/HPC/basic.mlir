@@ -66,6 +66,8 @@ func.func @unary(%x: tensor<2x3xf32>, %i: tensor<4xi64>, %b: tensor<4xi1>) {
   %20 = hpc.gelu %x : tensor<2x3xf32>
   // CHECK: hpc.gelu %[[X]] {approximate = "tanh"} : tensor<2x3xf32>
   %21 = hpc.gelu %x {approximate = "tanh"} : tensor<2x3xf32>
+  // CHECK: hpc.gelu_grad %[[X]], %[[X]] {approximate = "tanh"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %gg = hpc.gelu_grad %x, %x {approximate = "tanh"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: hpc.leaky_relu %[[X]] {alpha = 1.000000e-01 : f64} : tensor<2x3xf32>
   %22 = hpc.leaky_relu %x {alpha = 0.1 : f64} : tensor<2x3xf32>
   // CHECK: hpc.elu %[[X]] {alpha = 2.000000e+00 : f64} : tensor<2x3xf32>
@@ -165,6 +167,8 @@ func.func @normalization(%x: tensor<2x7x64xf32>, %s: tensor<64xf32>, %img: tenso
   %1 = hpc.log_softmax %x {axis = 1 : i64} : tensor<2x7x64xf32>
   // CHECK: hpc.layer_norm %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x7x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x7x64xf32>
   %2 = hpc.layer_norm %x, %s, %s : (tensor<2x7x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x7x64xf32>
+  // CHECK: hpc.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} {epsilon = 1.000000e-03 : f64} : (tensor<2x7x64xf32>, tensor<64xf32>, tensor<2x7x64xf32>) -> tensor<2x7x64xf32>
+  %lng = hpc.layer_norm_grad %x, %s, %x {epsilon = 1.0e-3 : f64} : (tensor<2x7x64xf32>, tensor<64xf32>, tensor<2x7x64xf32>) -> tensor<2x7x64xf32>
   // CHECK: hpc.layer_norm %{{.+}}, %{{.+}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x7x64xf32>, tensor<64xf32>) -> tensor<2x7x64xf32>
   %3 = hpc.layer_norm %x, %s {epsilon = 1.0e-6 : f64} : (tensor<2x7x64xf32>, tensor<64xf32>) -> tensor<2x7x64xf32>
   // CHECK: hpc.rms_norm %{{.+}}, %{{.+}} {axis = 2 : i64} : (tensor<2x7x64xf32>, tensor<64xf32>) -> tensor<2x7x64xf32>

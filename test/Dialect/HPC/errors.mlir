@@ -50,6 +50,32 @@ func.func @gelu_approximate(%x: tensor<2xf32>) -> tensor<2xf32> {
 
 // -----
 
+func.func @gelu_grad_approximate(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'hpc.gelu_grad' op approximate must be "none" or "tanh", got "fast"}}
+  %0 = hpc.gelu_grad %x, %x {approximate = "fast"} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gelu_grad_types(%x: tensor<2xf32>, %dy: tensor<3xf32>) -> tensor<2xf32> {
+  // expected-error @+2 {{grad_output type 'tensor<3xf32>' is not the input type 'tensor<2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.gelu_grad %x, %dy : (tensor<2xf32>, tensor<3xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @layer_norm_grad_scale(%x: tensor<2x3xf32>, %s: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+2 {{scale type 'tensor<2xf32>' is not the input's normalized dims of 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.layer_norm_grad %x, %s, %x : (tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
 func.func @exp_of_integers(%x: tensor<2xi64>) -> tensor<2xi64> {
   // expected-error @+1 {{'hpc.exp' op operand #0 must be ranked tensor of floating-point values}}
   %0 = hpc.exp %x : tensor<2xi64>
