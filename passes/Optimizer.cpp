@@ -100,7 +100,9 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     Value sumSq;
     for (auto &[p, grad] : updates) {
       auto all = llvm::to_vector(llvm::seq<int64_t>(0, shapeOf(grad).size()));
-      Value s = g.castTo(g.reduceSum(g.mul(grad, grad), all, false), b.getF32Type());
+      Value s = g.castTo(g.op<ReduceSumSquareOp>({grad}, {g.i64s("axes", all),
+                                                         g.boolean("keepdims", false)}),
+                         b.getF32Type());
       sumSq = sumSq ? g.add(sumSq, s) : s;
     }
     Value norm = g.op<SqrtOp>({sumSq});

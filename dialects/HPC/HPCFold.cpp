@@ -304,7 +304,7 @@ OpFoldResult hpc::detail::foldReduction(Operation *op, Attribute input,
     outShape.push_back(llvm::is_contained(axes, int64_t(d)) ? 1 : s);
   int64_t outN = resultType.getNumElements();
   bool isMax = name == "reduce_max", isMin = name == "reduce_min",
-       isProd = name == "reduce_prod";
+       isProd = name == "reduce_prod", isSquare = name == "reduce_sum_square";
   double init = isMax ? -INFINITY : isMin ? INFINITY : isProd ? 1.0 : 0.0;
   std::vector<double> acc(outN, init);
   SmallVector<int64_t> outStrides = stridesOf(outShape);
@@ -318,6 +318,8 @@ OpFoldResult hpc::detail::foldReduction(Operation *op, Attribute input,
         o += c * outStrides[d];
     }
     double v = x->asDouble(i);
+    if (isSquare)
+      v *= v;
     acc[o] = isMax ? std::max(acc[o], v)
              : isMin ? std::min(acc[o], v)
              : isProd ? acc[o] * v

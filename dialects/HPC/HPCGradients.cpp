@@ -491,22 +491,28 @@ LogicalResult gradRMSNorm(RMSNormOp op, GraphBuilder &g, ArrayRef<Value> dy, Gra
 }
 
 LogicalResult gradBatchNorm(BatchNormOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
-  // Inference batch norm is affine per channel (dim 1).
+  // Inference batch norm is affine per channel (dim 1): y = (x - mean) * k
+  // + bias with k = scale * rstd. The per-channel factors are multiplied
+  // first, so each gradient takes as few passes over the activation as it
+  // can: dx = dy * k, and the scale and variance gradients share
+  // s = sum(dy * (x - mean)).
   Value x = op.getInput();
+  int64_t channels = shapeOf(x)[1];
   SmallVector<int64_t> pshape(rankOf(x), 1);
-  pshape[1] = shapeOf(x)[1];
+  pshape[1] = channels;
   auto perChannel = [&](Value v) { return g.reshape(v, pshape); };
-  Value scale = perChannel(op.getScale()), mean = perChannel(op.getMean());
-  Value rstd = rsqrt(g, g.add(perChannel(op.getVariance()), g.scalarLike(x, f(op.getEpsilon()))));
-  Value xhat = g.mul(g.sub(x, mean), rstd);
-  Value gs = g.mul(g.mul(dy[0], scale), rstd);
+  Value rstd = rsqrt(g, g.add(op.getVariance(), g.scalarLike(x, f(op.getEpsilon()))));
+  Value scale = op.getScale(); // [C], as rstd
   auto sum = [&](Value v) { return channelSum(g, v); };
-  dxs[0] = gs;
-  dxs[1] = sum(g.mul(dy[0], xhat));
-  dxs[2] = sum(dy[0]);
-  dxs[3] = g.neg(sum(gs));
+  Value k = g.mul(scale, rstd);
+  dxs[0] = g.mul(dy[0], perChannel(k));
+  Value s = sum(g.mul(dy[0], g.sub(x, perChannel(op.getMean()))));
+  dxs[1] = g.mul(s, rstd);
+  Value dbias = sum(dy[0]);
+  dxs[2] = dbias;
+  dxs[3] = g.neg(g.mul(dbias, k));
   Value r3 = g.mul(rstd, g.mul(rstd, rstd));
-  dxs[4] = sum(g.scale(g.mul(g.mul(g.mul(dy[0], scale), g.sub(x, mean)), r3), -0.5));
+  dxs[4] = g.scale(g.mul(g.mul(s, scale), r3), -0.5);
   return success();
 }
 

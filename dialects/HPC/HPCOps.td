@@ -475,6 +475,15 @@ def HPC_ReduceMeanOp : HPC_ReduceOp<"reduce_mean", "Mean over axes">;
 def HPC_ReduceMaxOp : HPC_ReduceOp<"reduce_max", "Maximum over axes">;
 def HPC_ReduceMinOp : HPC_ReduceOp<"reduce_min", "Minimum over axes">;
 def HPC_ReduceProdOp : HPC_ReduceOp<"reduce_prod", "Product over axes">;
+def HPC_ReduceSumSquareOp : HPC_ReduceOp<"reduce_sum_square", "Sum of squares over axes"> {
+  let description = [{
+    The sum of `input * input` over the listed `axes` (sorted, unique,
+    non-negative), ONNX ReduceSumSquare; with `keepdims` the reduced
+    dimensions stay as size 1, and empty `axes` square every element. One
+    pass over the input where the product and the sum would be two (the
+    train step's gradient norm is made of these).
+  }];
+}
 
 class HPC_ArgReduceOp<string mnemonic, string summaryText> : HPC_InferOp<mnemonic> {
   let summary = summaryText;

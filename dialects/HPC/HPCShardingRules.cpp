@@ -339,6 +339,9 @@ static ShardingRule reduceRule(Operation *op, ArrayRef<int64_t> axes, bool keepd
     return reduceRule(*this, getAxes(), getKeepdims(), KIND);                  \
   }
 REDUCE_RULE(ReduceSumOp, Kind::Reduction)
+// Squares of local pieces sum to partial sums of squares too (the operand
+// itself must arrive reduced: squaring does not commute with the sum).
+REDUCE_RULE(ReduceSumSquareOp, Kind::Reduction)
 REDUCE_RULE(ReduceMeanOp, Kind::NeedsReplication)
 REDUCE_RULE(ReduceMaxOp, Kind::NeedsReplication)
 REDUCE_RULE(ReduceMinOp, Kind::NeedsReplication)

@@ -59,6 +59,7 @@ int64_t hpc::estimateFlops(Operation *op) {
       .Case<hpc::LayerNormOp, hpc::RMSNormOp>([&](Operation *) { return 8 * out; })
       .Case([&](hpc::LayerNormGradOp) { return 12 * out; })
       .Case([&](hpc::BatchNormOp) { return 2 * out; })
+      .Case([&](hpc::ReduceSumSquareOp o) { return 2 * elements(o.getInput()); })
       .Case<hpc::ReduceSumOp, hpc::ReduceMeanOp, hpc::ReduceMaxOp,
             hpc::ReduceMinOp, hpc::ReduceProdOp, hpc::ArgMaxOp, hpc::ArgMinOp,
             hpc::GlobalAvgPoolOp, hpc::GlobalMaxPoolOp>(

@@ -15,7 +15,7 @@ using namespace hpcrt;
 
 namespace {
 
-enum class Red { Sum, Mean, Max, Min, Prod };
+enum class Red { Sum, Mean, Max, Min, Prod, SumSquare };
 
 /// Dimensions (sizes and input strides) with adjacent contiguous ones merged.
 struct Dims {
@@ -83,18 +83,24 @@ template <typename F> void walkRange(const Dims &r, int64_t base, int64_t s, int
   });
 }
 
-/// Sums of f32 over [s, e) of the reduced space (double accumulation):
-/// contiguous runs through Simd.h's sumRowD where this CPU has it.
+/// Sums of f32 (or, with Square, of their squares) over [s, e) of the
+/// reduced space (double accumulation): contiguous runs through Simd.h's
+/// sumRowD / sumSqRowD where this CPU has them.
+template <bool Square>
 double sumF32(const float *p, const Dims &r, int64_t base, int64_t s, int64_t e) {
   double a = 0;
 #ifdef HPCRT_X86_SIMD
   if (simdLevel() > 0 && !r.size.empty() && r.stride.back() == 1) {
-    auto row = simdLevel() == 2 ? avx512::sumRowD : avx2::sumRowD;
+    auto row = Square ? (simdLevel() == 2 ? avx512::sumSqRowD : avx2::sumSqRowD)
+                      : (simdLevel() == 2 ? avx512::sumRowD : avx2::sumRowD);
     walkRuns(r, base, s, e, [&](int64_t off, int64_t n, int64_t) { a += row(p + off, n); });
     return a;
   }
 #endif
-  walkRange(r, base, s, e, [&](int64_t off) { a += p[off]; });
+  walkRange(r, base, s, e, [&](int64_t off) {
+    double v = p[off];
+    a += Square ? v * v : v;
+  });
   return a;
 }
 
@@ -104,7 +110,7 @@ template <typename T, Red K> struct Acc {
   using A = std::conditional_t<(K == Red::Max || K == Red::Min), C,
                                std::conditional_t<fl, double, uint64_t>>;
   static A init() {
-    if constexpr (K == Red::Sum || K == Red::Mean)
+    if constexpr (K == Red::Sum || K == Red::Mean || K == Red::SumSquare)
       return A(0);
     else if constexpr (K == Red::Prod)
       return A(1);
@@ -114,7 +120,7 @@ template <typename T, Red K> struct Acc {
       return fl ? std::numeric_limits<C>::infinity() : std::numeric_limits<C>::max();
   }
   static A combine(A a, A b) {
-    if constexpr (K == Red::Sum || K == Red::Mean)
+    if constexpr (K == Red::Sum || K == Red::Mean || K == Red::SumSquare)
       return a + b;
     else if constexpr (K == Red::Prod)
       return a * b;
@@ -126,6 +132,8 @@ template <typename T, Red K> struct Acc {
   static A fromValue(C v) {
     if constexpr (K == Red::Max || K == Red::Min)
       return v;
+    else if constexpr (K == Red::SumSquare)
+      return static_cast<A>(v) * static_cast<A>(v);
     else
       return static_cast<A>(v);
   }
@@ -143,9 +151,10 @@ template <typename T, Red K> struct Acc {
   }
 };
 
-/// f32 sums and means, which sumF32 computes.
+/// f32 sums, means and sums of squares, which sumF32 computes.
 template <typename T, Red K>
-constexpr bool kF32Sum = std::is_same_v<T, float> && (K == Red::Sum || K == Red::Mean);
+constexpr bool kF32Sum =
+    std::is_same_v<T, float> && (K == Red::Sum || K == Red::Mean || K == Red::SumSquare);
 
 template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
   c.expect(1, 1);
@@ -204,7 +213,7 @@ template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
         for (int64_t o = o0; o < o1; ++o) {
           A a = Ac::init();
           if constexpr (kF32Sum<T, K>)
-            a = sumF32(p, red, kept.offsetOf(o), 0, nRed);
+            a = sumF32<K == Red::SumSquare>(p, red, kept.offsetOf(o), 0, nRed);
           else
             walkRange(red, kept.offsetOf(o), 0, nRed,
                       [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
@@ -224,7 +233,7 @@ template <Red K, unsigned Set> void reduceKernel(OpCall &c, const char *what) {
           int64_t s = nRed * t / parts, e = nRed * (t + 1) / parts;
           A a = Ac::init();
           if constexpr (kF32Sum<T, K>)
-            a = sumF32(p, red, base, s, e);
+            a = sumF32<K == Red::SumSquare>(p, red, base, s, e);
           else
             walkRange(red, base, s, e,
                       [&](int64_t off) { a = Ac::combine(a, Ac::fromValue(ld(p, off))); });
@@ -301,5 +310,6 @@ HPCRT_KERNEL(reduce_mean) { reduceKernel<Red::Mean, kNum>(c, "reduce_mean"); }
 HPCRT_KERNEL(reduce_max) { reduceKernel<Red::Max, kAll>(c, "reduce_max"); }
 HPCRT_KERNEL(reduce_min) { reduceKernel<Red::Min, kAll>(c, "reduce_min"); }
 HPCRT_KERNEL(reduce_prod) { reduceKernel<Red::Prod, kNum>(c, "reduce_prod"); }
+HPCRT_KERNEL(reduce_sum_square) { reduceKernel<Red::SumSquare, kNum>(c, "reduce_sum_square"); }
 HPCRT_KERNEL(argmax) { argKernel<true>(c, "argmax"); }
 HPCRT_KERNEL(argmin) { argKernel<false>(c, "argmin"); }

@@ -38,10 +38,9 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // SGD: %[[LOSS:.+]] = hpc.reduce_sum
 // SGD: %[[GW:.+]] = hpc.exp %[[W]]
 // SGD: %[[GB:.+]] = hpc.neg %[[B]]
-// SGD: %[[GW2:.+]] = hpc.mul %[[GW]], %[[GW]]
-// SGD: %[[SW:.+]] = hpc.reduce_sum %[[GW2]] {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
-// SGD: %[[GB2:.+]] = hpc.mul %[[GB]], %[[GB]]
-// SGD: %[[SB:.+]] = hpc.reduce_sum %[[GB2]]
+// The norm: one pass over each gradient (a sum of squares).
+// SGD: %[[SW:.+]] = hpc.reduce_sum_square %[[GW]] {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+// SGD: %[[SB:.+]] = hpc.reduce_sum_square %[[GB]]
 // SGD: %[[SUM:.+]] = hpc.add %[[SW]], %[[SB]]
 // SGD: %[[NORM:.+]] = hpc.sqrt %[[SUM]] : tensor<f32>
 // SGD: hpc.sgd_update %[[W]], %[[GW]], %[[LR]] : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}

@@ -400,6 +400,43 @@ TEST(Reduce, ManyElementsOneOutput) {
   expectNear(run1({hpcrt_reduce_sum, {x}, {{HPCRT_F32, {1}}}, {1, 0, 1}}), {want}, 1e-5, 1e-3);
 }
 
+// reduce_sum_square: f32 over contiguous runs of every length (Simd.h's
+// sumSqRowD), strided reductions, one output of many elements (the split
+// path), f64 and i32, against sums of squares in double.
+TEST(Reduce, SumSquare) {
+  for (int64_t n : {1, 7, 8, 9, 17, 129}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    Val x = randomVal(HPCRT_F32, {3, 4, n}, 70 + static_cast<unsigned>(n));
+    std::vector<double> inner(3, 0), outer(4 * n, 0);
+    for (int64_t i = 0; i < 3 * 4 * n; ++i) {
+      inner[i / (4 * n)] += x.v[i] * x.v[i];
+      outer[i % (4 * n)] += x.v[i] * x.v[i];
+    }
+    expectNear(run1({hpcrt_reduce_sum_square, {x}, {{HPCRT_F32, {3}}}, {2, 1, 2, 0}}), inner,
+               1e-6, 1e-7);
+    expectNear(run1({hpcrt_reduce_sum_square, {x}, {{HPCRT_F32, {1, 4, n}}}, {1, 0, 1}}), outer,
+               1e-6, 1e-7);
+  }
+  int64_t n = 300000;
+  Val big{HPCRT_F32, {n}, std::vector<double>(static_cast<size_t>(n))};
+  double want = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    big.v[i] = static_cast<float>((i % 97) * 0.01 - 0.3);
+    want += big.v[i] * big.v[i];
+  }
+  expectNear(run1({hpcrt_reduce_sum_square, {big}, {{HPCRT_F32, {}}}, {1, 0, 0}}), {want}, 1e-9,
+             0);
+  Val d = randomVal(HPCRT_F64, {2, 5}, 80);
+  std::vector<double> rows(2, 0);
+  for (int i = 0; i < 10; ++i)
+    rows[i / 5] += d.v[i] * d.v[i];
+  expectNear(run1({hpcrt_reduce_sum_square, {d}, {{HPCRT_F64, {2}}}, {1, 1, 0}}), rows, 1e-15,
+             1e-15);
+  EXPECT_EQ(run1({hpcrt_reduce_sum_square, {val(HPCRT_I32, {2, 2}, {2, -3, 4, 5})},
+                  {{HPCRT_I32, {2}}}, {1, 0, 0}}),
+            (std::vector<double>{20, 34}));
+}
+
 TEST(ArgMax, SelectLastIndexAndKeepdims) {
   Val x = f32({2, 4}, {1, 5, 5, 2, 7, 0, 7, 7});
   // iattrs: axis, keepdims, select_last_index.

@@ -190,6 +190,8 @@ func.func @reductions(%x: tensor<2x3x4xf32>) {
   %3 = hpc.reduce_min %x {axes = array<i64: 0>} : (tensor<2x3x4xf32>) -> tensor<1x3x4xf32>
   // CHECK: hpc.reduce_prod %{{.+}} {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   %4 = hpc.reduce_prod %x {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  // CHECK: hpc.reduce_sum_square %{{.+}} {axes = array<i64: 1>} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>
+  %rss = hpc.reduce_sum_square %x {axes = array<i64: 1>} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>
   // CHECK: hpc.argmax %{{.+}} {axis = -1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x1xi64>
   %5 = hpc.argmax %x {axis = -1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x1xi64>
   // CHECK: hpc.argmin %{{.+}} {axis = 1 : i64, keepdims = false, select_last_index = true} : (tensor<2x3x4xf32>) -> tensor<2x4xi64>

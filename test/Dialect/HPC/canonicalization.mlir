@@ -162,6 +162,17 @@ func.func @reduce_prod() -> tensor<i64> {
 
 // -----
 
+// CHECK-LABEL: func.func @reduce_sum_square
+// CHECK-NEXT: %[[C:.+]] = hpc.constant dense<[1.000000e+01, 1.600000e+01]> : tensor<2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @reduce_sum_square() -> tensor<2xf32> {
+  %s = hpc.constant dense<[[1.0, -3.0], [0.0, 4.0]]> : tensor<2x2xf32>
+  %0 = hpc.reduce_sum_square %s {axes = array<i64: 1>, keepdims = false} : (tensor<2x2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @transpose_constant
 // CHECK-NEXT: %[[C:.+]] = hpc.constant dense<{{\[\[}}1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>
 // CHECK-NEXT: return %[[C]]
