@@ -190,9 +190,11 @@ template <typename C> C geluDerivative(C x, bool tanhForm) {
 }
 
 /// Work per element of oneDNN's GELU backward in onednn::threadsFor's units
-/// (flops at ~50 GFLOP/s per core): ~0.4 ns per element on one thread.
-constexpr double kGeluGradWork = 20;
-/// Below this the call's fixed cost (~1-2 us) outweighs the vector code.
+/// (flops at ~50 GFLOP/s per core): ~1 ns per element on one thread, memory
+/// bound (2.15 ms for gpt-6x512's 1024x2048, train --trace).
+constexpr double kGeluGradWork = 50;
+/// Below this a oneDNN call's fixed cost (~1.3 us measured for layer_norm,
+/// docs/benchmarks.md) is a large part of the work; the loop runs instead.
 constexpr int64_t kGeluGradOnednnMin = 4096;
 
 /// gelu_grad (f32) on oneDNN's eltwise backward (gelu_tanh / gelu_erf from
