@@ -197,6 +197,24 @@ bool layerNormOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const Tens
   return true;
 }
 
+/// The mean and the biased variance of a row of n elements, in double (two
+/// passes); not `centered` (RMS): mean 0 and the mean square.
+template <typename T> void rowMoments(const T *row, int64_t n, bool centered, double &mean,
+                                      double &var) {
+  mean = 0;
+  if (centered) {
+    for (int64_t j = 0; j < n; ++j)
+      mean += static_cast<double>(ld(row, j));
+    mean /= static_cast<double>(n);
+  }
+  var = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    double d = static_cast<double>(ld(row, j)) - mean;
+    var += d * d;
+  }
+  var /= static_cast<double>(n);
+}
+
 /// layer_norm_grad's state: oneDNN's layer normalization backward needs the
 /// forward's mean and variance, which the inference forward did not keep, so
 /// a forward_training primitive recomputes them (writing its xhat into dx,
@@ -339,17 +357,8 @@ template <bool RMS> void normKernel(OpCall &c, const char *what, bool hasBias) {
     parallelFor(outer, 3.0 * static_cast<double>(n), [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       const int64_t base = o * n;
-      double mean = 0, var = 0;
-      if (!RMS) {
-        for (int64_t j = 0; j < n; ++j)
-          mean += static_cast<double>(ld(p, base + j));
-        mean /= static_cast<double>(n);
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        double d = static_cast<double>(ld(p, base + j)) - mean;
-        var += d * d;
-      }
-      var /= static_cast<double>(n);
+      double mean, var;
+      rowMoments(p + base, n, /*centered=*/!RMS, mean, var);
       double inv = 1.0 / std::sqrt(var + eps);
       for (int64_t j = 0; j < n; ++j) {
         double v = (static_cast<double>(ld(p, base + j)) - mean) * inv;
@@ -390,15 +399,9 @@ HPCRT_STATEFUL_KERNEL(layer_norm_grad) {
     parallelFor(outer, 6.0 * static_cast<double>(n), [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t base = o * n;
-        double mean = 0, var = 0;
-        for (int64_t j = 0; j < n; ++j)
-          mean += static_cast<double>(ld(px, base + j));
-        mean /= static_cast<double>(n);
-        for (int64_t j = 0; j < n; ++j) {
-          double d = static_cast<double>(ld(px, base + j)) - mean;
-          var += d * d;
-        }
-        double rstd = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
+        double mean, var;
+        rowMoments(px + base, n, /*centered=*/true, mean, var);
+        double rstd = 1.0 / std::sqrt(var + eps);
         double m1 = 0, m2 = 0;
         for (int64_t j = 0; j < n; ++j) {
           double g = static_cast<double>(ld(pdy, base + j)) * static_cast<double>(ld(pg, j));
