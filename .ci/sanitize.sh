@@ -34,7 +34,7 @@ stamp() { echo "sanitize: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 HPC_BUILD_DIR="$ASAN_DIR" HPC_BUILD_LOCK="${HPC_BUILD_LOCK:-/tmp/hpc-asan.lock}" \
   HPC_CMAKE_ARGS="-DHPC_SANITIZE=address,undefined" \
-  HPC_NINJA_ARGS="hpc-opt hpcrt hpcrt-unit-tests" .ci/build.sh
+  HPC_NINJA_ARGS="hpc-opt hpcrt hpcrt-unit-tests hpcrt-communicator-test" .ci/build.sh
 stamp "built $ASAN_DIR"
 
 LOGS="$ASAN_DIR/sanitizer-reports"
@@ -77,7 +77,8 @@ step "lit E2E" "$LIT" -sv "$T/E2E" \
   --filter '/(run-errors|multi-rank|run-input-errors|weights-header-errors|peer-timeout)\.test'
 step "lit Train" "$LIT" -sv "$T/Train" --filter '/(compile-errors|data-errors|train-input-errors)\.test'
 step "runtime unit tests" "$ASAN_DIR/bin/hpcrt-unit-tests" --gtest_brief=1
-step "ctest runtime-cli, runtime-dist" ctest --test-dir "$ASAN_DIR" -R '^runtime-(cli|dist)$' \
+step "ctest runtime-cli, runtime-dist, runtime-communicator-2" ctest --test-dir "$ASAN_DIR" \
+  -R '^runtime-(cli|dist|communicator-2)$' \
   --output-on-failure
 
 # libFuzzer: clang-14 (Debian's) with its fuzzer runtime, on build/.

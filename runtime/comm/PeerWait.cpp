@@ -41,64 +41,28 @@ struct Service {
 };
 Service service;
 
+/// Receives one message of `tag` that has arrived on the service's
+/// communicator, if any; returns its source (-1 when none).
+int takeArrived(int tag) {
+  int flag = 0;
+  MPI_Status st;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, tag, service.comm, &flag, &st) != MPI_SUCCESS || !flag)
+    return -1;
+  int sink = 0;
+  MPI_Recv(&sink, 1, MPI_INT, st.MPI_SOURCE, tag, service.comm, MPI_STATUS_IGNORE);
+  return st.MPI_SOURCE;
+}
+
 /// Answers every ping that has arrived.
 void answerPings() {
   if (service.comm == MPI_COMM_NULL)
     return;
-  for (;;) {
-    int flag = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, service.comm, &flag, &st) != MPI_SUCCESS || !flag)
-      return;
-    int sink = 0;
-    MPI_Recv(&sink, 1, MPI_INT, st.MPI_SOURCE, kPingTag, service.comm, MPI_STATUS_IGNORE);
+  for (int from; (from = takeArrived(kPingTag)) >= 0;) {
     MPI_Request r;
-    if (MPI_Isend(&kPayload, 1, MPI_INT, st.MPI_SOURCE, kPongTag, service.comm, &r) ==
-        MPI_SUCCESS)
+    if (MPI_Isend(&kPayload, 1, MPI_INT, from, kPongTag, service.comm, &r) == MPI_SUCCESS)
       MPI_Request_free(&r);
   }
 }
-
-/// One round of pings to every other rank and the answers that came.
-class Census {
-public:
-  Census() : answers_(service.size), pending_(service.size, MPI_REQUEST_NULL) {
-    if (service.comm == MPI_COMM_NULL)
-      return;
-    asked_ = true;
-    for (int r = 0; r < service.size; ++r) {
-      if (r == service.rank)
-        continue;
-      MPI_Irecv(&answers_[r], 1, MPI_INT, r, kPongTag, service.comm, &pending_[r]);
-      MPI_Request ping;
-      if (MPI_Isend(&kPayload, 1, MPI_INT, r, kPingTag, service.comm, &ping) == MPI_SUCCESS)
-        MPI_Request_free(&ping);
-    }
-  }
-  bool asked() const { return asked_; }
-  /// Notes the answers that have come.
-  void collect() {
-    for (MPI_Request &p : pending_) {
-      int flag = 0;
-      if (p != MPI_REQUEST_NULL)
-        MPI_Test(&p, &flag, MPI_STATUS_IGNORE);
-    }
-  }
-  /// The ranks that have not answered.
-  std::vector<int> silent() {
-    collect();
-    std::vector<int> s;
-    for (int r = 0; r < service.size; ++r)
-      if (pending_[r] != MPI_REQUEST_NULL)
-        s.push_back(r);
-    return s;
-  }
-
-private:
-  std::vector<int> answers_;
-  std::vector<MPI_Request> pending_;
-  bool asked_ = false;
-};
 
 /// The world rank of rank `peer` of `comm` (-1 when unknown).
 int worldRank(MPI_Comm comm, int peer) {
@@ -137,6 +101,51 @@ std::string seconds(double s) {
 }
 
 } // namespace
+
+Census::Census() : answers_(service.size), pending_(service.size, MPI_REQUEST_NULL) {
+  if (service.comm == MPI_COMM_NULL)
+    return;
+  asked_ = true;
+  // Answers to an earlier round that came after it ended (its receives
+  // were cancelled) are taken out of the way first.
+  while (takeArrived(kPongTag) >= 0) {
+  }
+  for (int r = 0; r < service.size; ++r) {
+    if (r == service.rank)
+      continue;
+    MPI_Irecv(&answers_[r], 1, MPI_INT, r, kPongTag, service.comm, &pending_[r]);
+    MPI_Request ping;
+    if (MPI_Isend(&kPayload, 1, MPI_INT, r, kPingTag, service.comm, &ping) == MPI_SUCCESS)
+      MPI_Request_free(&ping);
+  }
+}
+
+Census::~Census() {
+  // A receive left posted would take a late answer into answers_ after it
+  // is freed: cancelled, and completed (a receive's cancel is local).
+  for (MPI_Request &p : pending_)
+    if (p != MPI_REQUEST_NULL) {
+      MPI_Cancel(&p);
+      MPI_Wait(&p, MPI_STATUS_IGNORE);
+    }
+}
+
+void Census::collect() {
+  for (MPI_Request &p : pending_) {
+    int flag = 0;
+    if (p != MPI_REQUEST_NULL)
+      MPI_Test(&p, &flag, MPI_STATUS_IGNORE);
+  }
+}
+
+std::vector<int> Census::silent() {
+  collect();
+  std::vector<int> s;
+  for (int r = 0; r < service.size; ++r)
+    if (pending_[r] != MPI_REQUEST_NULL)
+      s.push_back(r);
+  return s;
+}
 
 void setPeerTimeout(double seconds) { timeoutS = seconds; }
 double peerTimeout() { return timeoutS; }

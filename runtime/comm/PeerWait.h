@@ -81,6 +81,27 @@ inline void waitAll(std::vector<MPI_Request> &requests, MPI_Status *statuses, co
 /// One request of one of MPI's own collectives over `comm`.
 void waitCollective(MPI_Request &request, const char *op, MPI_Comm comm);
 
+/// One round of "are you there" pings to every other rank (asks nobody
+/// before startPeerWait). Destroying it cancels the receives of the answers
+/// that have not come, so a late answer never lands in freed memory.
+class Census {
+public:
+  Census();
+  ~Census();
+  Census(const Census &) = delete;
+  Census &operator=(const Census &) = delete;
+  bool asked() const { return asked_; }
+  /// Notes the answers that have come.
+  void collect();
+  /// The ranks that have not answered.
+  std::vector<int> silent();
+
+private:
+  std::vector<int> answers_;
+  std::vector<MPI_Request> pending_;
+  bool asked_ = false;
+};
+
 /// The timeout's message (after "<prog>: error: "). `silent`: the world
 /// ranks that did not answer the ping; `asked`: whether the ping went out
 /// (false before startPeerWait); `peer`: the world rank waited for (-1
