@@ -1,19 +1,21 @@
 //===- GemmBench.cpp - the runtime's matmul/gemm against oneDNN's matmul ---===//
 //
-// GFLOP/s of f32 products of the shapes the bundled models and GPT-2 small
+// GFLOP/s of f32 (or, with --dtype bf16, bf16: bf16 operands and result,
+// f32 accumulation) products of the shapes the bundled models and GPT-2 small
 // (128 tokens) run, computed (a) by libhpcrt's kernels through their C entry
 // points (hpcrt_matmul; hpcrt_gemm with trans_b for the tied LM head
 // A x W^T) on a real context whose arena holds the operands, and (b) by a
-// oneDNN matmul primitive created directly (f32, plain row-major layouts;
+// oneDNN matmul primitive created directly (same dtype, plain row-major layouts;
 // W^T is W [N,K] row-major, i.e. tag "ba" of the [K,N] operand) on the same
 // operand buffers, created once and executed repeatedly. One row per
 // product: M K N (and the batch), both GFLOP/s, runtime/oneDNN; then the
 // minimum and the geometric mean of the ratio. Each side: one warm-up call,
 // then 3 rounds of enough calls for ~--time seconds (default 0.3); the best
 // round counts. A row whose two results differ by more than 1e-3 relative
-// (to the largest |value|) is flagged.
+// (to the largest |value|; 1e-2 in bf16, whose results round to 8 bits
+// after sums in different orders) is flagged.
 //
-// usage: hpcrt-gemm-bench [--threads T] [--time S]
+// usage: hpcrt-gemm-bench [--threads T] [--time S] [--dtype f32|bf16]
 //
 // --threads sets omp_set_num_threads (the runtime's pool and oneDNN, built
 // with OpenMP, both read omp_get_max_threads()); default: OMP_NUM_THREADS or
@@ -21,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/Float16.h"
 #include "core/KernelCall.h"
 
 #include <nlohmann/json.hpp>
@@ -115,19 +118,22 @@ const char *isaName(dnnl::cpu_isa isa) {
   }
 }
 
-/// A context with the f32 arena tensors of `shapes` (ids 0, 1, ...), prepared.
+/// A context with the arena tensors of `shapes` (ids 0, 1, ...) in `dtype`
+/// (HPCRT_F32 or HPCRT_BF16), prepared.
 struct Arena {
   std::unique_ptr<hpcrt_ctx> ctx;
-  explicit Arena(const std::vector<std::vector<int64_t>> &shapes) {
+  int dtype;
+  Arena(const std::vector<std::vector<int64_t>> &shapes, int dtype) : dtype(dtype) {
+    const int64_t esize = dtype == HPCRT_BF16 ? 2 : 4;
     nlohmann::json tensors = nlohmann::json::array();
     int64_t off = 0;
     for (const auto &s : shapes) {
       int64_t n = 1;
       for (int64_t d : s)
         n *= d;
-      tensors.push_back({{"dtype", HPCRT_F32}, {"shape", s}, {"region", "arena"},
+      tensors.push_back({{"dtype", dtype}, {"shape", s}, {"region", "arena"},
                          {"offset", off}});
-      off += (n * 4 + 63) / 64 * 64;
+      off += (n * esize + 63) / 64 * 64;
     }
     nlohmann::json m = {{"version", 1},
                         {"model", "gemm-bench"},
@@ -138,7 +144,18 @@ struct Arena {
     ctx = std::make_unique<hpcrt_ctx>(m.dump());
     ctx->prepare();
   }
-  float *data(int id) { return static_cast<float *>(hpcrt_tensor_data(ctx.get(), id)); }
+  void *data(int id) { return hpcrt_tensor_data(ctx.get(), id); }
+  float get(int id, int64_t i) {
+    if (dtype == HPCRT_BF16)
+      return hpcrt::bf16ToFloat(static_cast<const uint16_t *>(data(id))[i]);
+    return static_cast<const float *>(data(id))[i];
+  }
+  void set(int id, int64_t i, float v) {
+    if (dtype == HPCRT_BF16)
+      static_cast<uint16_t *>(data(id))[i] = hpcrt::floatToBf16(v);
+    else
+      static_cast<float *>(data(id))[i] = v;
+  }
 };
 
 } // namespace
@@ -146,6 +163,7 @@ struct Arena {
 namespace {
 int benchMain(int argc, char **argv) {
   double target = 0.3;
+  bool bf16 = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -157,8 +175,16 @@ int benchMain(int argc, char **argv) {
       omp_set_num_threads(t);
     } else if (a == "--time" && i + 1 < argc) {
       target = atof(argv[++i]);
+    } else if (a == "--dtype" && i + 1 < argc) {
+      std::string d = argv[++i];
+      if (d != "f32" && d != "bf16") {
+        fprintf(stderr, "hpcrt-gemm-bench: --dtype: '%s' is not f32 or bf16\n", d.c_str());
+        return 1;
+      }
+      bf16 = d == "bf16";
     } else {
-      fprintf(stderr, "usage: hpcrt-gemm-bench [--threads T] [--time SECONDS]\n");
+      fprintf(stderr,
+              "usage: hpcrt-gemm-bench [--threads T] [--time SECONDS] [--dtype f32|bf16]\n");
       return a == "-h" || a == "--help" ? 0 : 1;
     }
   }
@@ -166,7 +192,7 @@ int benchMain(int argc, char **argv) {
   printf("cpu: %s; threads %d; oneDNN %d.%d.%d (%s)\n", cpuModel().c_str(),
          omp_get_max_threads(), v->major, v->minor, v->patch,
          isaName(dnnl::get_effective_cpu_isa()));
-  printf("f32, best of 3 rounds of ~%.2f s each after a warm-up call\n\n", target);
+  printf("%s, best of 3 rounds of ~%.2f s each after a warm-up call\n\n", bf16 ? "bf16" : "f32", target);
   printf("| product | batch | M | K | N | runtime GFLOP/s | oneDNN GFLOP/s | runtime/oneDNN "
          "| oneDNN impl |\n");
   printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
@@ -190,16 +216,15 @@ int benchMain(int argc, char **argv) {
       bs = c.transB ? std::vector<int64_t>{c.N, c.K} : std::vector<int64_t>{c.K, c.N};
       ys = {c.M, c.N};
     }
-    Arena ar({as, bs, ys, ys}); // A, B, Y (runtime), Y (oneDNN)
+    Arena ar({as, bs, ys, ys}, bf16 ? HPCRT_BF16 : HPCRT_F32); // A, B, Y (runtime), Y (oneDNN)
     std::mt19937 gen(42);
     std::uniform_real_distribution<float> d(-1.f, 1.f);
     for (int id = 0; id < 2; ++id) {
-      float *p = ar.data(id);
       int64_t n = 1;
       for (int64_t e : (id == 0 ? as : bs))
         n *= e;
       for (int64_t i = 0; i < n; ++i)
-        p[i] = d(gen);
+        ar.set(id, i, d(gen));
     }
 
     // (a) the runtime's kernel through its C entry point.
@@ -221,9 +246,16 @@ int benchMain(int argc, char **argv) {
     dnnl::memory::dims bd = batched ? dnnl::memory::dims{c.batch, c.K, c.N}
                                     : dnnl::memory::dims{c.K, c.N};
     tag t = batched ? tag::abc : tag::ab;
-    dnnl::memory::desc amd(ad, dt::f32, t), ymd(yd, dt::f32, t);
-    dnnl::memory::desc bmd(bd, dt::f32, c.transB ? tag::ba : t);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, ymd), eng);
+    dt type = bf16 ? dt::bf16 : dt::f32;
+    dnnl::memory::desc amd(ad, type, t), ymd(yd, type, t);
+    dnnl::memory::desc bmd(bd, type, c.transB ? tag::ba : t);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, ymd), eng,
+                                    /*allow_empty=*/true);
+    if (!pd) {
+      fprintf(stderr, "hpcrt-gemm-bench: error: oneDNN has no %s matmul on this CPU (%s)\n",
+              bf16 ? "bf16" : "f32", isaName(dnnl::get_effective_cpu_isa()));
+      return 1;
+    }
     dnnl::matmul prim(pd);
     dnnl::memory am(amd, eng, ar.data(0)), bm(bmd, eng, ar.data(1)), ym(ymd, eng, ar.data(3));
     std::unordered_map<int, dnnl::memory> margs = {
@@ -243,11 +275,11 @@ int benchMain(int argc, char **argv) {
     int64_t ny = 1;
     for (int64_t e : ys)
       ny *= e;
-    const float *y0 = ar.data(2), *y1 = ar.data(3);
     double diff = 0, mag = 0;
     for (int64_t i = 0; i < ny; ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(y0[i] - y1[i])));
-      mag = std::max(mag, static_cast<double>(std::fabs(y1[i])));
+      float y0 = ar.get(2, i), y1 = ar.get(3, i);
+      diff = std::max(diff, static_cast<double>(std::fabs(y0 - y1)));
+      mag = std::max(mag, static_cast<double>(std::fabs(y1)));
     }
     double flop = 2.0 * c.batch * c.M * c.K * c.N;
     double gr = flop / tr * 1e-9, go = flop / to * 1e-9, ratio = gr / go;
@@ -258,7 +290,7 @@ int benchMain(int argc, char **argv) {
            c.transB ? " (gemm trans_b)" : "", static_cast<long long>(c.batch),
            static_cast<long long>(c.M), static_cast<long long>(c.K),
            static_cast<long long>(c.N), gr, go, ratio, impl.c_str());
-    if (diff > 1e-3 * std::max(mag, 1.0)) {
+    if (diff > (bf16 ? 1e-2 : 1e-3) * std::max(mag, 1.0)) {
       printf("MISMATCH above: max |runtime - oneDNN| %.3g (max |y| %.3g)\n", diff, mag);
       ++bad;
     }
