@@ -97,12 +97,20 @@ static bool isView(Operation *op) { return hpc::isViewOp(op); }
 
 bool hpc::isBlockableType(Type type) {
   auto t = dyn_cast<RankedTensorType>(type);
-  return t && t.hasStaticShape() && t.getRank() == 4 && t.getElementType().isF32() &&
+  return t && t.hasStaticShape() && t.getRank() == 4 &&
+         (t.getElementType().isF32() || t.getElementType().isBF16()) &&
          t.getDimSize(1) % kBlockedChannelMultiple == 0;
 }
 
+/// The f32 blockable types: relu, add and the pools read and write blocked
+/// tensors only in f32 (under --precision=bf16 they run in f32 between the
+/// casts, so only convolutions and casts meet blocked bf16 tensors).
+static bool isBlockableF32(Type type) {
+  return hpc::isBlockableType(type) && cast<RankedTensorType>(type).getElementType().isF32();
+}
+
 bool hpc::propagatesLayout(Operation *op) {
-  return isa<hpc::ReluOp, hpc::AddOp, hpc::MaxPoolOp>(op);
+  return isa<hpc::ReluOp, hpc::AddOp, hpc::MaxPoolOp, hpc::CastOp>(op);
 }
 
 /// Whether `use` is hpc.conv's residual operand (the last one, when present:
@@ -127,14 +135,22 @@ bool hpc::convLayoutsFit(Operation *conv, bool inputBlocked, bool resultBlocked)
 bool hpc::mayWriteBlocked(Operation *op) {
   if (op->getNumResults() == 0 || !isBlockableType(op->getResult(0).getType()))
     return false;
-  if (isa<hpc::ConvOp, hpc::ReluOp>(op))
+  Type result = op->getResult(0).getType();
+  if (isa<hpc::ConvOp>(op))
+    return true;
+  // A cast between f32 and bf16 of a blockable tensor: one element order.
+  if (isa<hpc::CastOp>(op))
+    return isBlockableType(op->getOperand(0).getType());
+  if (!isBlockableF32(result))
+    return false;
+  if (isa<hpc::ReluOp>(op))
     return true;
   // No broadcast: both operands have the result's shape.
   if (auto add = dyn_cast<hpc::AddOp>(op))
     return add.getLhs().getType() == add.getType() &&
            add.getRhs().getType() == add.getType();
   if (auto pool = dyn_cast<hpc::MaxPoolOp>(op))
-    return isBlockableType(pool.getInput().getType()) &&
+    return isBlockableF32(pool.getInput().getType()) &&
            llvm::all_of(pool.getDilations(), [](int64_t d) { return d == 1; });
   return false;
 }
@@ -145,8 +161,10 @@ bool hpc::mayReadBlocked(OpOperand &use) {
     return false;
   if (isa<hpc::ConvOp>(op))
     return use.getOperandNumber() == 0 || isConvResidual(use);
+  if (isa<hpc::CastOp>(op))
+    return mayWriteBlocked(op);
   if (isa<hpc::ReluOp, hpc::GlobalAvgPoolOp>(op))
-    return true;
+    return isBlockableF32(use.get().getType());
   if (isa<hpc::AddOp, hpc::MaxPoolOp>(op))
     return mayWriteBlocked(op);
   return false;

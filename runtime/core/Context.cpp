@@ -305,9 +305,10 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
           x.blocked = true;
         else if (layout != "plain")
           fail("manifest: " + where + ".layout '" + layout + "' is not plain or blocked");
-        if (x.blocked && (x.dtype != HPCRT_F32 || x.shape.size() != 4 || x.shape[1] % 16))
-          fail("manifest: " + where + " is blocked but not an f32 [N, C, H, W] tensor with C "
-               "a multiple of 16");
+        if (x.blocked && ((x.dtype != HPCRT_F32 && x.dtype != HPCRT_BF16) ||
+                          x.shape.size() != 4 || x.shape[1] % 16))
+          fail("manifest: " + where + " is blocked but not an f32 or bf16 [N, C, H, W] tensor "
+               "with C a multiple of 16");
       }
       std::string region = strField(t, "region", where);
       if (region == "input") {

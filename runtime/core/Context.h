@@ -68,7 +68,7 @@ struct Tensor {
   std::vector<int64_t> rankAxes;
   int64_t rankStride = 0;
   /// Stored in the CPU's blocked channel layout (manifest "layout":
-  /// "blocked"; an f32 [N, C, H, W] tensor, C % 16 == 0, channels in
+  /// "blocked"; an f32 or bf16 [N, C, H, W] tensor, C % 16 == 0, channels in
   /// blocks of 8 or 16 innermost as oneDNN's convolutions read them on this
   /// CPU; the same bytes as plain). Only layout-aware kernels touch it.
   bool blocked = false;

@@ -45,10 +45,11 @@ public:
 #define HPCRT_OP(Id, cname, mnemonic) table_[static_cast<int>(OpId::Id)] = hpcrt_cpu_##Id;
 #include "../core/Ops.def"
     // The kernels that read and write the blocked channel layout
-    // (Tensor::blocked): the oneDNN convolutions and pooling, and relu and
-    // add over equal layouts. The compiler's hpc-plan-layouts blocks
+    // (Tensor::blocked): the oneDNN convolutions and pooling, and relu, add
+    // and cast over equal layouts. The compiler's hpc-plan-layouts blocks
     // nothing else.
-    for (OpId id : {OpId::conv, OpId::relu, OpId::add, OpId::max_pool, OpId::global_avg_pool})
+    for (OpId id : {OpId::conv, OpId::relu, OpId::add, OpId::max_pool, OpId::global_avg_pool,
+                    OpId::cast})
       table_[static_cast<int>(id)].readsBlocked = true;
   }
 

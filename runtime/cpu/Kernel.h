@@ -153,6 +153,11 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what = "axis");
 void checkDtype(const Tensor &t, int dtype, const char *what);
 void checkSameDtype(const Tensor &a, const Tensor &b, const char *what);
 void checkShape(const Tensor &t, const std::vector<int64_t> &shape, const char *what);
+/// n elements f32 -> bf16 (round to nearest even) and bf16 -> f32, on the
+/// vector rows where the CPU has them (hpc.cast's kernel; conv's widened
+/// bf16 path).
+void bf16FromF32(const float *x, bf16 *y, int64_t n);
+void f32FromBf16(const bf16 *x, float *y, int64_t n);
 /// Fails unless all are blocked or all plain (elementwise kernels).
 void checkSameLayout(std::initializer_list<const Tensor *> ts, const char *what);
 /// Row-major element strides of a shape.

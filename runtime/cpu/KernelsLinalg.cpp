@@ -859,9 +859,41 @@ const void *filterData(onednn::Primitive &p, const onednn::ConvShape &s, dt type
   return onednn::reorderedWeights(p, DNNL_ARG_WEIGHTS, mine, w.data);
 }
 
+/// Whether oneDNN has bf16 kernels on this CPU (its effective ISA reaches
+/// avx512_core; below it every bf16 primitive is unimplemented).
+bool onednnHasBf16() {
+  int isa = static_cast<int>(dn::get_effective_cpu_isa());
+  return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
+/// The f32 copies a widened bf16 convolution computes on, placed in the
+/// context's scratchpad after the primitive's own part: input, filter,
+/// bias, residual and result, each 64-byte aligned.
+struct WidenedConv {
+  size_t offset[5] = {}, total = 0;
+  WidenedConv(size_t primitiveScratch, const Tensor &x, const Tensor &w, const Tensor *bias,
+              const Tensor *residual, const Tensor &y) {
+    auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+    total = up(primitiveScratch);
+    const Tensor *ts[5] = {&x, &w, bias, residual, &y};
+    for (int i = 0; i < 5; ++i) {
+      offset[i] = total;
+      total += ts[i] ? up(static_cast<size_t>(ts[i]->numel) * sizeof(float)) : 0;
+    }
+  }
+  float *at(void *base, int i) const {
+    return reinterpret_cast<float *>(static_cast<char *>(base) + offset[i]);
+  }
+};
+
 /// conv (transposed: conv_transpose as oneDNN's deconvolution) with the
 /// bias, the residual (a binary add post-op, read in the result's layout)
 /// and the activation fused. False: the own path runs.
+///
+/// A bf16 convolution with a blocked tensor where oneDNN has no bf16
+/// kernels runs oneDNN's f32 primitive on widened copies (the own path
+/// reads plain layouts only): the numerics of the plain case's widened
+/// path, bf16 operands summed in f32 and the result rounded once.
 bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
                 const Tensor *residual, Tensor &y, const ConvGeom &g, int64_t group,
                 const std::string &activation, bool transposed) {
@@ -872,8 +904,15 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   onednn::ConvShape s = onednn::convShape(x, y, g, group, transposed);
   if (!s.ok)
     return false;
+  bool widen = type == dt::bf16 && (x.blocked || y.blocked) && !onednnHasBf16() &&
+               (!residual || residual->dtype == y.dtype);
+  if (widen) {
+    onednn::noteWidened(c, y.dtype);
+    type = dt::f32;
+  }
   bool constant = w.region == Region::Weights;
-  std::string key = std::string(transposed ? "deconv " : "conv ") + onednn::keyOf(x) +
+  std::string key = std::string(transposed ? "deconv " : "conv ") + (widen ? "widened " : "") +
+                    onednn::keyOf(x) +
                     onednn::keyOf(w) + (bias ? onednn::keyOf(*bias) : "-") +
                     onednn::keyOf(y) + (residual ? " residual " : " ") + activation +
                     geomKey(s, group) +
@@ -918,6 +957,26 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   if (!p.available) {
     onednn::noteWidened(c, y.dtype);
     return false;
+  }
+  if (widen) {
+    WidenedConv wc(p.scratchpadBytes, x, w, bias, residual, y);
+    c.ctx.requireScratchpad(wc.total);
+    void *base = c.ctx.scratchpad(wc.total);
+    const Tensor *in[4] = {&x, &w, bias, residual};
+    for (int i = 0; i < 4; ++i)
+      if (in[i] && (i != 1 || !constant || !p.weightsReady) && (i == 1 || !c.setup))
+        f32FromBf16(in[i]->as<bf16>(), wc.at(base, i), in[i]->numel);
+    Tensor wf = w;
+    wf.dtype = HPCRT_F32;
+    wf.data = wc.at(base, 1);
+    const void *wdata = filterData(p, s, type, wf, constant);
+    if (c.setup)
+      return true;
+    float *yf = wc.at(base, 4);
+    p.executeProduct(c.ctx, wc.at(base, 0), wdata, bias ? wc.at(base, 2) : nullptr, yf,
+                     residual ? wc.at(base, 3) : nullptr);
+    bf16FromF32(yf, y.as<bf16>(), y.numel);
+    return true;
   }
   const void *wdata = filterData(p, s, type, w, constant);
   if (c.setup)

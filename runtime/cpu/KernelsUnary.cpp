@@ -382,26 +382,18 @@ HPCRT_KERNEL(cast) {
     fail("cast: result dtype " + dtypeName(y.dtype) + " is not 'to' (" +
          dtypeName(static_cast<int>(to)) + ")");
   checkShape(y, x.shape, "result");
-#ifdef HPCRT_X86_SIMD
-  // The casts around bf16 products (autocast): the vector rows.
-  bool toBf16 = x.dtype == HPCRT_F32 && y.dtype == HPCRT_BF16;
-  bool fromBf16 = x.dtype == HPCRT_BF16 && y.dtype == HPCRT_F32;
-  if ((toBf16 || fromBf16) && simdLevel() > 0) {
-    bool wide = simdLevel() == 2;
-    parallelFor(x.numel, 1.0, [&](int64_t i0, int64_t i1) {
-      if (toBf16) {
-        const float *p = x.as<float>() + i0;
-        auto *q = reinterpret_cast<uint16_t *>(y.as<bf16>()) + i0;
-        wide ? avx512::toBf16Row(p, q, i1 - i0) : avx2::toBf16Row(p, q, i1 - i0);
-      } else {
-        const auto *p = reinterpret_cast<const uint16_t *>(x.as<bf16>()) + i0;
-        float *q = y.as<float>() + i0;
-        wide ? avx512::fromBf16Row(p, q, i1 - i0) : avx2::fromBf16Row(p, q, i1 - i0);
-      }
-    });
+  // Elementwise: a blocked tensor (a bf16 conv chain's) casts in its layout.
+  if (x.blocked || y.blocked)
+    checkSameLayout({&x, &y}, "cast");
+  // The casts around bf16 products (autocast).
+  if (x.dtype == HPCRT_F32 && y.dtype == HPCRT_BF16) {
+    bf16FromF32(x.as<float>(), y.as<bf16>(), x.numel);
     return;
   }
-#endif
+  if (x.dtype == HPCRT_BF16 && y.dtype == HPCRT_F32) {
+    f32FromBf16(x.as<bf16>(), y.as<float>(), x.numel);
+    return;
+  }
   dispatch<kAll>(x.dtype, "cast input", [&](auto stag) {
     using S = typename decltype(stag)::type;
     dispatch<kAll>(y.dtype, "cast result", [&](auto dtag) {
@@ -412,6 +404,35 @@ HPCRT_KERNEL(cast) {
 }
 
 namespace hpcrt {
+
+void bf16FromF32(const float *x, bf16 *y, int64_t n) {
+#ifdef HPCRT_X86_SIMD
+  // The vector rows (round to nearest even, as castLoop).
+  if (simdLevel() > 0) {
+    parallelFor(n, 1.0, [&](int64_t i0, int64_t i1) {
+      auto *q = reinterpret_cast<uint16_t *>(y) + i0;
+      simdLevel() == 2 ? avx512::toBf16Row(x + i0, q, i1 - i0)
+                       : avx2::toBf16Row(x + i0, q, i1 - i0);
+    });
+    return;
+  }
+#endif
+  castLoop(x, y, n);
+}
+
+void f32FromBf16(const bf16 *x, float *y, int64_t n) {
+#ifdef HPCRT_X86_SIMD
+  if (simdLevel() > 0) {
+    parallelFor(n, 1.0, [&](int64_t i0, int64_t i1) {
+      const auto *p = reinterpret_cast<const uint16_t *>(x) + i0;
+      simdLevel() == 2 ? avx512::fromBf16Row(p, y + i0, i1 - i0)
+                       : avx2::fromBf16Row(p, y + i0, i1 - i0);
+    });
+    return;
+  }
+#endif
+  castLoop(x, y, n);
+}
 
 void applyActivation(OpCall &producer, Tensor &y, const std::string &activation) {
   if (activation == "none")

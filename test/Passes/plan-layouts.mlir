@@ -223,3 +223,42 @@ func.func @residual_plain_input(%x: tensor<1x3x4x4xf32>, %r: tensor<1x16x4x4xf32
   %2 = hpc.global_avg_pool %1 : (tensor<1x16x4x4xf32>) -> tensor<1x16x1x1xf32>
   return %2 : tensor<1x16x1x1xf32>
 }
+
+// -----
+
+// --precision=bf16's conv chain: bf16 convs with f32 relus and adds between
+// casts. The convs and the casts carry bf16 in the blocked layout, the f32
+// ops the f32 tensors between the casts.
+// CHECK-LABEL: func @bf16_chain
+// CHECK-NEXT: %[[C:.+]] = hpc.conv {{.*}}hpc.blocked
+// CHECK-NEXT: %[[F:.+]] = hpc.cast %[[C]] {hpc.blocked
+// CHECK-NEXT: %[[R:.+]] = hpc.relu %[[F]] {hpc.blocked}
+// CHECK-NEXT: %[[B:.+]] = hpc.cast %[[R]] {hpc.blocked
+// CHECK-NEXT: %[[D:.+]] = hpc.conv %[[B]], {{.*}}hpc.blocked
+// CHECK-NEXT: %[[G:.+]] = hpc.cast %[[D]] {hpc.blocked
+// CHECK-NEXT: hpc.global_avg_pool %[[G]] :
+func.func @bf16_chain(%x: tensor<1x3x4x4xbf16>, %w0: tensor<16x3x1x1xbf16>, %w: tensor<16x16x1x1xbf16>) -> tensor<1x16x1x1xf32> {
+  %0 = hpc.conv %x, %w0 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xbf16>, tensor<16x3x1x1xbf16>) -> tensor<1x16x4x4xbf16>
+  %1 = hpc.cast %0 {to = f32} : tensor<1x16x4x4xbf16> to tensor<1x16x4x4xf32>
+  %2 = hpc.relu %1 : tensor<1x16x4x4xf32>
+  %3 = hpc.cast %2 {to = bf16} : tensor<1x16x4x4xf32> to tensor<1x16x4x4xbf16>
+  %4 = hpc.conv %3, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x16x4x4xbf16>, tensor<16x16x1x1xbf16>) -> tensor<1x16x4x4xbf16>
+  %5 = hpc.cast %4 {to = f32} : tensor<1x16x4x4xbf16> to tensor<1x16x4x4xf32>
+  %6 = hpc.global_avg_pool %5 : (tensor<1x16x4x4xf32>) -> tensor<1x16x1x1xf32>
+  return %6 : tensor<1x16x1x1xf32>
+}
+
+// -----
+
+// relu, add and the pools keep bf16 tensors plain (they are f32 ops under
+// --precision=bf16): a bf16 relu between two convs leaves the chain plain.
+// CHECK-LABEL: func @bf16_relu
+// CHECK-NOT: hpc.blocked
+// CHECK: return
+func.func @bf16_relu(%x: tensor<1x3x4x4xbf16>, %w0: tensor<16x3x1x1xbf16>, %w: tensor<16x16x1x1xbf16>) -> tensor<1x16x1x1xbf16> {
+  %0 = hpc.conv %x, %w0 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xbf16>, tensor<16x3x1x1xbf16>) -> tensor<1x16x4x4xbf16>
+  %1 = hpc.relu %0 : tensor<1x16x4x4xbf16>
+  %2 = hpc.conv %1, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x16x4x4xbf16>, tensor<16x16x1x1xbf16>) -> tensor<1x16x4x4xbf16>
+  %3 = hpc.global_avg_pool %2 : (tensor<1x16x4x4xbf16>) -> tensor<1x16x1x1xbf16>
+  return %3 : tensor<1x16x1x1xbf16>
+}

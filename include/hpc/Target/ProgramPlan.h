@@ -96,24 +96,27 @@ constexpr llvm::StringLiteral kBlockedAttrName = "hpc.blocked";
 /// whose channel count is a multiple of it has its plain size in bytes.
 constexpr int64_t kBlockedChannelMultiple = 16;
 
-/// A type a blocked tensor may have: a static rank-4 [N, C, H, W] f32 tensor
-/// with C a multiple of kBlockedChannelMultiple.
+/// A type a blocked tensor may have: a static rank-4 [N, C, H, W] f32 or
+/// bf16 tensor with C a multiple of kBlockedChannelMultiple (bf16 only for
+/// hpc.conv and hpc.cast, the ops a --precision=bf16 conv chain has
+/// between its f32 parts).
 bool isBlockableType(mlir::Type type);
 
-/// Ops whose result 0 may be written blocked: hpc.conv; hpc.relu, hpc.add
-/// of two operands of the same type and hpc.max_pool with all dilations 1,
-/// when their operands are blocked (see propagatesLayout). The result's type
-/// must be blockable.
+/// Ops whose result 0 may be written blocked: hpc.conv; hpc.cast of a
+/// blockable tensor; hpc.relu, hpc.add of two operands of the same type and
+/// hpc.max_pool with all dilations 1 in f32, when their operands are blocked
+/// (see propagatesLayout). The result's type must be blockable.
 bool mayWriteBlocked(mlir::Operation *op);
 
 /// Whether `use` may read a blocked tensor: hpc.conv's input and residual
-/// (not its weight or bias), hpc.relu, hpc.add of two operands of the same type, hpc.max_pool
-/// with all dilations 1, hpc.global_avg_pool (its result stays plain). The
-/// operand's type must be blockable.
+/// (not its weight or bias), hpc.cast, and in f32 hpc.relu, hpc.add of two
+/// operands of the same type, hpc.max_pool with all dilations 1 and
+/// hpc.global_avg_pool (its result stays plain). The operand's type must be
+/// blockable.
 bool mayReadBlocked(mlir::OpOperand &use);
 
 /// Ops whose result is blocked exactly when their operands are (relu, add,
-/// max_pool): they read and write one layout.
+/// max_pool, cast): they read and write one layout.
 bool propagatesLayout(mlir::Operation *op);
 
 /// Whether `use` reads its tensor in the layout its op writes the result
