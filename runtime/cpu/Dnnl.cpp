@@ -64,13 +64,17 @@ dn::memory::desc strided(const dims &shape, dt type, const dims &strides) {
   return dn::memory::desc(shape, type, strides);
 }
 
+bool hasAvx512Core() {
+  int isa = static_cast<int>(dn::get_effective_cpu_isa());
+  return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type) {
   if (!blocked)
     return plain(shape, type);
-  int isa = static_cast<int>(dn::get_effective_cpu_isa());
-  bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   return dn::memory::desc(shape, type,
-                          avx512 ? dn::memory::format_tag::nChw16c : dn::memory::format_tag::nChw8c);
+                          hasAvx512Core() ? dn::memory::format_tag::nChw16c
+                                          : dn::memory::format_tag::nChw8c);
 }
 
 bool knownActivation(const std::string &a) {

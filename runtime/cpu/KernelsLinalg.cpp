@@ -859,13 +859,6 @@ const void *filterData(onednn::Primitive &p, const onednn::ConvShape &s, dt type
   return onednn::reorderedWeights(p, DNNL_ARG_WEIGHTS, mine, w.data);
 }
 
-/// Whether oneDNN has bf16 kernels on this CPU (its effective ISA reaches
-/// avx512_core; below it every bf16 primitive is unimplemented).
-bool onednnHasBf16() {
-  int isa = static_cast<int>(dn::get_effective_cpu_isa());
-  return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-}
-
 /// The f32 copies a widened bf16 convolution computes on, placed in the
 /// context's scratchpad after the primitive's own part: input, filter,
 /// bias, residual and result, each 64-byte aligned.
@@ -904,7 +897,7 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
   onednn::ConvShape s = onednn::convShape(x, y, g, group, transposed);
   if (!s.ok)
     return false;
-  bool widen = type == dt::bf16 && (x.blocked || y.blocked) && !onednnHasBf16() &&
+  bool widen = type == dt::bf16 && (x.blocked || y.blocked) && !onednn::hasAvx512Core() &&
                (!residual || residual->dtype == y.dtype);
   if (widen) {
     onednn::noteWidened(c, y.dtype);
@@ -962,10 +955,19 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
     WidenedConv wc(p.scratchpadBytes, x, w, bias, residual, y);
     c.ctx.requireScratchpad(wc.total);
     void *base = c.ctx.scratchpad(wc.total);
-    const Tensor *in[4] = {&x, &w, bias, residual};
-    for (int i = 0; i < 4; ++i)
-      if (in[i] && (i != 1 || !constant || !p.weightsReady) && (i == 1 || !c.setup))
-        f32FromBf16(in[i]->as<bf16>(), wc.at(base, i), in[i]->numel);
+    auto widenInto = [&](const Tensor *t, int slot) {
+      if (t)
+        f32FromBf16(t->as<bf16>(), wc.at(base, slot), t->numel);
+    };
+    // The filter while the primitive reads it (a constant one is reordered
+    // into its own copy once, at setup); the activations on every run.
+    if (!constant || !p.weightsReady)
+      widenInto(&w, 1);
+    if (!c.setup) {
+      widenInto(&x, 0);
+      widenInto(bias, 2);
+      widenInto(residual, 3);
+    }
     Tensor wf = w;
     wf.dtype = HPCRT_F32;
     wf.data = wc.at(base, 1);

@@ -114,7 +114,8 @@ TEST(Manifest, LayoutAndPrecision) {
             std::string::npos);
   m = model(weightsHash());
   m["tensors"][2]["layout"] = "blocked"; // f32 [4]: not [N, C, H, W]
-  EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find("is blocked but not an f32 or bf16 [N, C, H, W]"),
+  EXPECT_NE(errorOf([&] { Context c(m.dump()); })
+                .find("is blocked but not an f32 or bf16 [N, C, H, W]"),
             std::string::npos);
   m = model(weightsHash());
   m["precision"] = 16;
