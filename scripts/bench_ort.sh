@@ -9,8 +9,9 @@
 # compiled by hpc-opt and run by onnxruntime (CPU execution provider,
 # intra-op threads T, inter-op 1, default graph optimizations) on the same
 # inputs with the same thread count. Each model is measured in R rounds;
-# a round runs the executable (`./model.bin run --iters N --threads T`: the
-# mean and min it prints over its N runs, the first one included) and then N
+# a round runs the executable (`./model.bin run --warmup 1 --iters N --threads
+# T`: the mean and min it prints over its N timed runs, after one untimed run
+# that faults in the mapped weights and the arena) and then N
 # timed onnxruntime runs (after 10 warm-up runs when the session is made) of
 # one session, back to back, so both see the same load. Prints each round
 # and, per model, the medians over the rounds: hpc mean, hpc min, ort mean,
@@ -88,7 +89,7 @@ for _ in range(10):  # warm-up
 rows = []
 for r in range(rounds):
     out = subprocess.run([exe, "run", "--input", f"{input_name}={npy}", "--output-dir", outdir,
-                          "--iters", str(iters), "--threads", str(threads)],
+                          "--warmup", "1", "--iters", str(iters), "--threads", str(threads)],
                          capture_output=True, text=True)
     m = re.search(r"^time: ([0-9.]+) ms/run .*min ([0-9.]+) ms", out.stdout, re.M)
     if out.returncode != 0 or not m:

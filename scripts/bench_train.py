@@ -50,9 +50,9 @@ under torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and th
 (the logits cast to fp32 for the loss), fp32 weights and AdamW, as hpc-opt's bf16 does.
 
 Each is compiled by hpc-opt without --train (with --precision=P appended when
---precision is not fp32), and `MODEL.bin run --input NAME=X.npy --output-dir D --iters N
---threads T` (its "time: X ms/run" line, mean of the N runs, the first included, and
-its min) is measured against N timed session.run of onnxruntime (CPU EP, intra-op T,
+--precision is not fp32), and `MODEL.bin run --input NAME=X.npy --output-dir D --warmup 1
+--iters N --threads T` (its "time: X ms/run" line, mean of the N timed runs after one
+untimed run that faults in the mapped weights and the arena, and its min) is measured against N timed session.run of onnxruntime (CPU EP, intra-op T,
 inter-op 1, default graph optimizations, 10 warm-up runs), as scripts/bench_ort.sh
 does. For gpt2-small a round also times N forward passes of the PyTorch replica of the
 same weights (torch_gpt, eval mode, torch.no_grad, fp32; 10 warm-up passes in the
@@ -539,7 +539,8 @@ def infer_one(args, name):
         for r in range(args.infer_rounds):
             load = wait_quiet(args.quiet_load)
             out = run_cmd([exe, "run", "--input", f"{b['x_name']}={npy}", "--output-dir", outdir,
-                           "--iters", str(args.infer_iters), "--threads", str(t)])
+                           "--warmup", "1", "--iters", str(args.infer_iters),
+                           "--threads", str(t)])
             m = re.search(r"^time: ([0-9.]+) ms/run .*min ([0-9.]+) ms", out.stdout, re.M)
             if out.returncode != 0 or not m:
                 rows.append(dict(model=name, shape=shape, threads=t,

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,10 +109,23 @@ std::string dtypeName(int dtype) {
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  // Built in place: the oneDNN kernels make their primitives' keys from it
+  // on every call.
+  std::string s;
+  appendShape(s, shape);
+  return s;
+}
+
+void appendShape(std::string &out, const std::vector<int64_t> &shape) {
+  char buf[24];
+  out += '[';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      out += ", ";
+    auto r = std::to_chars(buf, buf + sizeof(buf), shape[i]);
+    out.append(buf, r.ptr);
+  }
+  out += ']';
 }
 
 int64_t numElements(const std::vector<int64_t> &shape) {

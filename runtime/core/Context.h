@@ -49,6 +49,8 @@ size_t dtypeSize(int dtype);
 std::string dtypeName(int dtype);
 /// "[1, 3, 224, 224]".
 std::string shapeString(const std::vector<int64_t> &shape);
+/// Appends shapeString(shape) to `out`.
+void appendShape(std::string &out, const std::vector<int64_t> &shape);
 int64_t numElements(const std::vector<int64_t> &shape);
 
 enum class Region { Input, Arena, Weights, State };

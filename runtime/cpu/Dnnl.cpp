@@ -4,7 +4,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 
 namespace hpcrt::onednn {
 
@@ -39,6 +41,11 @@ int threadsFor(double flops) {
   // ~100 us at the ~50 GFLOP/s of one core.
   constexpr double kSerialFlops = 5e6;
   return flops < kSerialFlops || inParallel() ? 1 : maxThreads();
+}
+
+double productWork(double flops, double bytes) {
+  constexpr double kWorkPerByte = 5;
+  return std::max(flops, kWorkPerByte * bytes);
 }
 
 dt dataType(int dtype) {
@@ -148,8 +155,40 @@ dn::primitive_attr baseAttr() {
   return attr;
 }
 
-std::string keyOf(const Tensor &t) {
-  return dtypeName(t.dtype) + shapeString(t.shape);
+namespace {
+std::string &keyBuffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+} // namespace
+
+Key::Key(const char *kind) : buf_(keyBuffer()) { buf_.assign(kind); }
+
+Key &Key::operator<<(const Tensor &t) {
+  buf_ += ' ';
+  buf_ += dtypeName(t.dtype);
+  appendShape(buf_, t.shape);
+  return *this;
+}
+
+Key &Key::operator<<(const char *s) {
+  buf_ += ' ';
+  buf_ += s;
+  return *this;
+}
+
+Key &Key::operator<<(int64_t v) {
+  char text[24];
+  auto r = std::to_chars(text, text + sizeof(text), v);
+  buf_ += ' ';
+  buf_.append(text, r.ptr);
+  return *this;
+}
+
+Key &Key::operator<<(const dims &v) {
+  buf_ += ' ';
+  appendShape(buf_, v);
+  return *this;
 }
 
 void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data) {

@@ -85,6 +85,13 @@ private:
 /// parallelFor decides for the runtime's own pool).
 int threadsFor(double flops);
 
+/// threadsFor's work of a product of `flops` that reads and writes `bytes`:
+/// a thin product (a classifier's one row times its weights) is bound by
+/// its memory traffic, not its flops. ~10 GB/s of one core's streaming is 5
+/// units per byte: ResNet-18's 1x512x1000 fc (1 MFLOP, 2 MB) is ~70 us on
+/// one core and 1.6x faster on two; a 64x64x64 product (48 KB) stays serial.
+double productWork(double flops, double bytes);
+
 /// False: the kernels that keep their own f32 code next to a oneDNN path
 /// (layer_norm, KernelsNorm.cpp) run their own code and make no
 /// primitive. For the tests that check both paths and for hpcrt-norm-bench
@@ -189,8 +196,27 @@ void noteWidened(OpCall &c, int dtype);
 /// The attributes every primitive here is made with (user scratchpad).
 dn::primitive_attr baseAttr();
 
-/// A descriptor key piece: "f32[2,3]".
-std::string keyOf(const Tensor &t);
+/// A primitive's key for primitiveFor: the kind, then the pieces streamed
+/// in (a tensor as "f32[2, 3]", strings, integers, dims lists). Built in
+/// this thread's one buffer, so that the check every call makes allocates
+/// nothing once warm (a 64x64x64 product takes ~5 us; building the key from
+/// temporaries took a tenth of that). One key at a time per thread: it is
+/// read by primitiveFor (which copies it into a new primitive) before the
+/// next is made.
+class Key {
+public:
+  explicit Key(const char *kind);
+  Key &operator<<(const Tensor &t);
+  Key &operator<<(const char *s);
+  Key &operator<<(const std::string &s) { return *this << s.c_str(); }
+  Key &operator<<(int64_t v);
+  Key &operator<<(const dims &v);
+  const std::string &str() const { return buf_; }
+  operator const std::string &() const { return buf_; }
+
+private:
+  std::string &buf_;
+};
 
 /// Runs the reorder of `src` (described by srcMd) into p.weights (the
 /// layout of the primitive's argument `arg`) once; returns p.weights' data.

@@ -416,7 +416,8 @@ dt productType(int dtype) {
 /// reads B's rows at that pitch, and pitches of 3 KiB, 8 KiB or 12 KiB put
 /// a panel's rows into the same L1 sets: 128x768x3072 runs at 38 GFLOP/s
 /// with B's rows 12 KiB apart and at 79 with 12 KiB + 64 (AVX2,
-/// docs/benchmarks.md).
+/// docs/benchmarks.md); with AVX-512, GPT-2 small's padded mlp products
+/// (gemm:jit) run about 8% faster than unpadded ones (brg:avx512_core).
 int64_t paddedPitch(int64_t elements, size_t elementBytes) {
   int64_t bytes = elements * static_cast<int64_t>(elementBytes);
   return bytes % 1024 == 0 ? elements + 64 / static_cast<int64_t>(elementBytes) : elements;
@@ -460,31 +461,32 @@ bool matmulOnednn(OpCall &c, const Tensor &a, const Tensor &b, Tensor &y,
   size_t R = batch.size() + 2;
   if (type == dt::undef || R > DNNL_MAX_NDIMS || M * N * K == 0)
     return false;
-  dims ad, bd, yd;
-  if (collapse) {
-    int64_t rows = numElements(batch) * M;
-    ad = {rows, K};
-    bd = {K, N};
-    yd = {rows, N};
-  } else {
-    ad.assign(R, 1);
-    bd.assign(R, 1);
-    yd.assign(batch.begin(), batch.end());
-    std::copy(ab.begin(), ab.end(), ad.begin() + (batch.size() - ab.size()));
-    std::copy(bb.begin(), bb.end(), bd.begin() + (batch.size() - bb.size()));
-    ad[R - 2] = M, ad[R - 1] = K;
-    bd[R - 2] = K, bd[R - 1] = N;
-    yd.push_back(M);
-    yd.push_back(N);
-  }
   // A constant 2-D right operand whose rows alias in the cache is read
   // from a copy with padded rows.
   size_t esize = dtypeSize(y.dtype);
   bool pad = collapse && b.region == Region::Weights && paddedPitch(N, esize) != N;
-  std::string key = "matmul " + onednn::keyOf(a) + onednn::keyOf(b) + onednn::keyOf(y) +
-                    (pad ? " padded" : "");
-  double flops = 2.0 * numElements(batch) * M * N * K;
-  onednn::Primitive &p = onednn::primitiveFor(c, key, flops, [&] {
+  onednn::Key key("matmul");
+  key << a << b << y << (pad ? "padded" : "");
+  double work = onednn::productWork(2.0 * numElements(batch) * M * N * K,
+                                    static_cast<double>(a.bytes + b.bytes + y.bytes));
+  onednn::Primitive &p = onednn::primitiveFor(c, key, work, [&] {
+    dims ad, bd, yd;
+    if (collapse) {
+      int64_t rows = numElements(batch) * M;
+      ad = {rows, K};
+      bd = {K, N};
+      yd = {rows, N};
+    } else {
+      ad.assign(R, 1);
+      bd.assign(R, 1);
+      yd.assign(batch.begin(), batch.end());
+      std::copy(ab.begin(), ab.end(), ad.begin() + (batch.size() - ab.size()));
+      std::copy(bb.begin(), bb.end(), bd.begin() + (batch.size() - bb.size()));
+      ad[R - 2] = M, ad[R - 1] = K;
+      bd[R - 2] = K, bd[R - 1] = N;
+      yd.push_back(M);
+      yd.push_back(N);
+    }
     dn::memory::desc bm = pad ? rightDesc(K, N, false, paddedPitch(N, esize), type)
                               : onednn::plain(bd, type);
     return makeMatmul(onednn::plain(ad, type), bm, nullptr, onednn::plain(yd, type),
@@ -514,12 +516,21 @@ bool gemmOnednn(OpCall &c, const Tensor &a, const Tensor &b, const Tensor *cc, T
     return false;
   size_t esize = dtypeSize(y.dtype);
   int64_t ldb = tb ? K : N;
-  bool pad = b.region == Region::Weights && paddedPitch(ldb, esize) != ldb;
-  std::string key = std::string(pad ? "gemm padded " : "gemm ") + onednn::keyOf(a) +
-                    onednn::keyOf(b) +
-                    (useC ? onednn::keyOf(*cc) : "-") + onednn::keyOf(y) + activation +
-                    (ta ? " ta" : "") + (tb ? " tb" : "") + " " + std::to_string(alpha);
-  onednn::Primitive &p = onednn::primitiveFor(c, key, 2.0 * M * N * K, [&] {
+  // Only a row-major B is padded: oneDNN's brgemm takes no padded rows and
+  // its gemm:jit fallback, faster for row-major B, is slower for a
+  // transposed one (GPT-2's LM head 128x768x50257 with [N, K] weights: 133
+  // ms on gemm:jit with padded rows, 100 ms on brg:avx512_core unpadded).
+  bool pad = !tb && b.region == Region::Weights && paddedPitch(ldb, esize) != ldb;
+  uint64_t alphaBits;
+  std::memcpy(&alphaBits, &alpha, sizeof alpha);
+  onednn::Key key(pad ? "gemm padded" : "gemm");
+  key << a << b;
+  useC ? key << *cc : key << "-";
+  key << y << activation << (ta ? "ta" : "") << (tb ? "tb" : "")
+      << static_cast<int64_t>(alphaBits);
+  double work = onednn::productWork(2.0 * M * N * K,
+                                    static_cast<double>(a.bytes + b.bytes + y.bytes));
+  onednn::Primitive &p = onednn::primitiveFor(c, key, work, [&] {
     dn::memory::desc am = onednn::strided({M, K}, type, ta ? dims{1, M} : dims{K, 1});
     dn::memory::desc bm = rightDesc(K, N, tb, pad ? paddedPitch(ldb, esize) : ldb, type);
     dn::memory::desc ym = onednn::plain({M, N}, type);
@@ -577,6 +588,12 @@ HPCRT_STATEFUL_KERNEL(matmul) {
   if (!dropN)
     expect.push_back(N);
   checkShape(y, expect, "result");
+  // b is one matrix for every batch entry of a full-batch a.
+  bool bShared = std::all_of(bb.begin(), bb.end(), [](int64_t d) { return d == 1; });
+  bool aFull = ab == batch;
+  if (matmulOnednn(c, a, b, y, ab, bb, batch, M, K, N, bShared && aFull) || c.setup)
+    return;
+
   std::vector<int64_t> sa = broadcastStrides(ab, batch), sb = broadcastStrides(bb, batch);
   int64_t nb = numElements(batch);
   std::vector<int64_t> bstr = stridesOf(batch);
@@ -590,10 +607,6 @@ HPCRT_STATEFUL_KERNEL(matmul) {
     oa *= M * K;
     ob *= K * N;
   };
-  bool bShared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
-  bool aFull = ab == batch;
-  if (matmulOnednn(c, a, b, y, ab, bb, batch, M, K, N, bShared && aFull) || c.setup)
-    return;
 
   if (y.dtype == HPCRT_F32 || y.dtype == HPCRT_F64 || y.dtype == HPCRT_F16 ||
       y.dtype == HPCRT_BF16) {
@@ -831,14 +844,9 @@ namespace {
 // oneDNN paths of the convolutions
 //===----------------------------------------------------------------------===//
 
-std::string geomKey(const onednn::ConvShape &s, int64_t group) {
-  std::string k = " g" + std::to_string(group);
-  for (const dims *v : {&s.strides, &s.dilation, &s.padL, &s.padR}) {
-    k += " ";
-    for (int64_t x : *v)
-      k += std::to_string(x) + ",";
-  }
-  return k;
+/// Appends a convolution's group count, strides, dilations and paddings.
+onednn::Key &geomKey(onednn::Key &key, const onednn::ConvShape &s, int64_t group) {
+  return key << group << s.strides << s.dilation << s.padL << s.padR;
 }
 
 /// The filter's descriptor: the ONNX layout, or `any` (the primitive
@@ -904,13 +912,12 @@ bool convOnednn(OpCall &c, const Tensor &x, const Tensor &w, const Tensor *bias,
     type = dt::f32;
   }
   bool constant = w.region == Region::Weights;
-  std::string key = std::string(transposed ? "deconv " : "conv ") + (widen ? "widened " : "") +
-                    onednn::keyOf(x) +
-                    onednn::keyOf(w) + (bias ? onednn::keyOf(*bias) : "-") +
-                    onednn::keyOf(y) + (residual ? " residual " : " ") + activation +
-                    geomKey(s, group) +
-                    (constant ? " const" : "") + (x.blocked ? " xb" : "") +
-                    (y.blocked ? " yb" : "");
+  onednn::Key key(transposed ? "deconv" : "conv");
+  key << (widen ? "widened" : "") << x << w;
+  bias ? key << *bias : key << "-";
+  key << y << (residual ? "residual" : "") << activation;
+  geomKey(key, s, group) << (constant ? "const" : "") << (x.blocked ? "xb" : "")
+                         << (y.blocked ? "yb" : "");
   // Multiply-adds: every output element of a conv (every input element of
   // a deconvolution) meets C/group * K filter taps.
   double flops = 2.0 * (transposed ? x.numel * (w.numel / x.shape[1])
@@ -1001,7 +1008,8 @@ bool convWeightGrad(OpCall &c, const Tensor &x, const Tensor &dy, Tensor &dw,
   ConvShape s = convShape(x, dy, g, group, false);
   if (!s.ok)
     return false;
-  std::string key = "conv_weight_grad " + keyOf(x) + keyOf(dy) + keyOf(dw) + geomKey(s, group);
+  Key key("conv_weight_grad");
+  geomKey(key << x << dy << dw, s, group);
   Primitive &p = primitiveFor(c, key, 2.0 * dy.numel * (dw.numel / dw.shape[0]), [&] {
     dn::memory::desc src = plain(s.src, type), ddst = plain(s.dst, type);
     dn::memory::desc dwm = strided(s.weights, type, s.weightsStrides);

@@ -159,8 +159,8 @@ bool layerNormOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const Tens
     return false;
   uint64_t epsBits;
   std::memcpy(&epsBits, &eps, sizeof eps);
-  std::string key = "layer_norm " + onednn::keyOf(x) + " n=" + std::to_string(n) + " eps=" +
-                    std::to_string(epsBits) + (bias ? " bias" : "");
+  onednn::Key key("layer_norm");
+  key << x << n << static_cast<int64_t>(epsBits) << (bias ? "bias" : "");
   onednn::Primitive &p =
       onednn::primitiveFor(c, key, kLayerNormWork * static_cast<double>(x.numel), [&] {
         auto flags = dn::normalization_flags::use_scale;
@@ -238,10 +238,10 @@ bool layerNormGradOnednn(OpCall &c, const Tensor &x, const Tensor &scale, const 
     return false;
   uint64_t epsBits;
   std::memcpy(&epsBits, &eps, sizeof eps);
-  std::string key = "layer_norm_grad " + onednn::keyOf(x) + " n=" + std::to_string(n) +
-                    " eps=" + std::to_string(epsBits);
+  onednn::Key key("layer_norm_grad");
+  key << x << n << static_cast<int64_t>(epsBits);
   auto *state = dynamic_cast<LayerNormGradState *>(c.ctx.kernelState(c.op));
-  if (!state || state->key != key) {
+  if (!state || state->key != key.str()) {
     auto fresh = std::make_unique<LayerNormGradState>();
     fresh->key = key;
     dn::memory::desc data = onednn::plain({outer, n}, onednn::dt::f32),

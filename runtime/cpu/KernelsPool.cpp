@@ -206,11 +206,8 @@ void poolBlocked(OpCall &c, const Tensor &x, Tensor &y, bool isMax, const PoolGe
       fail("pooling: a blocked input needs dilations of 1");
     padR[d] = std::max<int64_t>(0, (g.out[d] - 1) * g.stride[d] + g.k[d] - g.in[d] - g.padB[d]);
   }
-  std::string key = std::string(isMax ? "max_pool " : "avg_pool ") + onednn::keyOf(x) +
-                    onednn::keyOf(y);
-  for (const dims *v : {&kernel, &strides, &padL, &padR})
-    for (int64_t e : *v)
-      key += "," + std::to_string(e);
+  onednn::Key key(isMax ? "max_pool" : "avg_pool");
+  key << x << y << kernel << strides << padL << padR;
   onednn::Primitive &p = onednn::primitiveFor(c, key, static_cast<double>(x.numel), [&] {
     auto alg = isMax ? dn::algorithm::pooling_max : dn::algorithm::pooling_avg_exclude_padding;
     dn::pooling_forward::desc d(dn::prop_kind::forward_inference, alg,

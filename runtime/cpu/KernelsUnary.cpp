@@ -204,7 +204,8 @@ bool geluGradOnednn(OpCall &c, const Tensor &x, const Tensor &dy, Tensor &dx, bo
   if (!onednn::primitivesEnabled() || x.dtype != HPCRT_F32 || x.numel < kGeluGradOnednnMin)
     return false;
   namespace dn = ::dnnl;
-  std::string key = std::string("gelu_grad ") + (tanhForm ? "tanh " : "erf ") + onednn::keyOf(x);
+  onednn::Key key("gelu_grad");
+  key << (tanhForm ? "tanh" : "erf") << x;
   onednn::Primitive &p =
       onednn::primitiveFor(c, key, kGeluGradWork * static_cast<double>(x.numel), [&] {
         auto alg = tanhForm ? dn::algorithm::eltwise_gelu_tanh : dn::algorithm::eltwise_gelu_erf;

@@ -47,13 +47,25 @@ void ArgCursor::noValue() const {
     fail(flag_ + " takes no value");
 }
 
-int64_t parsePositive(const std::string &flag, const std::string &v) {
+namespace {
+/// An integer in [lo, 1e9], or fail() naming what `flag` needs.
+int64_t parseInteger(const std::string &flag, const std::string &v, long long lo,
+                     const char *what) {
   char *end = nullptr;
   errno = 0;
   long long n = strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || n < 1 || n > 1000000000)
-    fail(flag + " needs a positive integer, got '" + v + "'");
+  if (v.empty() || *end || errno || n < lo || n > 1000000000)
+    fail(flag + " needs " + what + ", got '" + v + "'");
   return n;
+}
+} // namespace
+
+int64_t parsePositive(const std::string &flag, const std::string &v) {
+  return parseInteger(flag, v, 1, "a positive integer");
+}
+
+int64_t parseCount(const std::string &flag, const std::string &v) {
+  return parseInteger(flag, v, 0, "a non-negative integer");
 }
 
 const std::string &requirePath(const std::string &flag, const std::string &v) {

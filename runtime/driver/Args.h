@@ -42,6 +42,8 @@ private:
 
 /// A positive integer up to 1e9.
 int64_t parsePositive(const std::string &flag, const std::string &v);
+/// A non-negative integer up to 1e9.
+int64_t parseCount(const std::string &flag, const std::string &v);
 /// `v` itself; fails when it is empty ("--weights needs a path, got ''").
 const std::string &requirePath(const std::string &flag, const std::string &v);
 /// A thread count: a positive integer up to 4x the CPUs this process may

@@ -163,6 +163,15 @@ def main():
                      "unknown option")
         expect_error(model, ["run", *ins, "--output-dir", outdir, "--iters", "0"], "positive integer",
                      "bad iters")
+        expect_error(model, ["run", *ins, "--output-dir", outdir, "--warmup", "-1"],
+                     "--warmup needs a non-negative integer, got '-1'", "bad warmup")
+        # Warm-up runs are run (and traced) but not timed.
+        rc, out, err = run(model, "run", *ins, "--output-dir", outdir, "--iters", "2",
+                           "--warmup", "1", "--trace", trace)
+        check(rc == 0 and "mean of 2 runs" in out, f"warm-up run: {out!r} {err!r}")
+        events = json.load(open(trace))["traceEvents"]
+        check(len(events) == 15 and {e["args"]["run"] for e in events} == {1, 2, 3},
+              f"warm-up trace: {len(events)} events")
         expect_error(model, [], "missing command", "no command")
         expect_error(model, ["frobnicate"], "unknown command", "bad command")
         np.save(os.path.join(tmp, "badidx.npy"), np.array([0, 5], dtype=np.int64))
