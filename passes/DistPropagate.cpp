@@ -132,6 +132,24 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
                        "attribute or the mesh option (--mesh=dp=2,tp=2)");
       return signalPassFailure();
     }
+    if (ranksPerNode < 0) {
+      module.emitError("ranks-per-node must be positive, not ") << int64_t(ranksPerNode);
+      return signalPassFailure();
+    }
+    if (ranksPerNode > 0) {
+      // Node-major: ranks [k*P, (k+1)*P) share node k, so a mesh larger than
+      // a node must fill whole nodes.
+      int64_t ranks = 1;
+      for (int64_t size : meshAttr.getSizes())
+        ranks *= size;
+      if (ranks > ranksPerNode && ranks % ranksPerNode != 0) {
+        module.emitError("the mesh's ") << ranks << " ranks do not fill nodes of "
+                                        << int64_t(ranksPerNode) << " ranks";
+        return signalPassFailure();
+      }
+      module->setAttr("dist.ranks_per_node",
+                      IntegerAttr::get(IntegerType::get(ctx, 64), int64_t(ranksPerNode)));
+    }
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func) {
       module.emitError("no func.func @main to shard");

@@ -200,6 +200,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     // The ZeRO stage the training state is sharded by (dist-zero).
     if (auto zero = module->getAttrOfType<IntegerAttr>("dist.zero"))
       m["zero"] = zero.getInt();
+    // The node size the ranks were laid on, node-major (dist-propagate).
+    if (auto perNode = module->getAttrOfType<IntegerAttr>("dist.ranks_per_node"))
+      m["ranks_per_node"] = perNode.getInt();
   }
   m["model"] = model;
   // Where the source model was (`train --save-onnx` rewrites it).

@@ -482,7 +482,11 @@ def DistPropagate : Pass<"dist-propagate", "mlir::ModuleOp"> {
     ListOption<"shard", "shard", "std::string",
                "NAME=SPEC sharding seeds for graph inputs and weights">,
     Option<"presets", "presets", "bool", /*default=*/"true",
-           "Apply the dp/tp presets of the mesh axes">
+           "Apply the dp/tp presets of the mesh axes">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node of the cluster the program runs on, laid node-major "
+           "(ranks 0..P-1 on the first node); recorded as the module's "
+           "dist.ranks_per_node, which the runtime checks at start (0: not known)">
   ];
   let dependentDialects = ["hpc::dist::DistDialect"];
 }

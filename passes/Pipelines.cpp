@@ -83,7 +83,8 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
                                  bool asyncCollectives, int64_t bucketBytes,
-                                 int64_t zeroStage, llvm::StringRef bucketCluster) {
+                                 int64_t zeroStage, llvm::StringRef bucketCluster,
+                                 int64_t ranksPerNode) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -93,6 +94,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   DistPropagateOptions propagate;
   propagate.mesh = mesh.str();
   propagate.shard = llvm::to_vector(shard);
+  propagate.ranksPerNode = ranksPerNode;
   pm.addPass(createDistPropagate(propagate));
   pm.addPass(createDistPartition());
   // Collectives that undo each other (slice then gather) fold away.
@@ -115,7 +117,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                                                : static_cast<int64_t>(options.bucketMb * 1024 * 1024);
   bool async = options.asyncCollectives || (options.train && options.overlap);
   buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes,
-                         options.train ? int64_t(options.zero) : 0, options.cluster);
+                         options.train ? int64_t(options.zero) : 0, options.cluster,
+                         options.ranksPerNode);
 }
 
 void hpc::registerPipelines() {

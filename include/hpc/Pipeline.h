@@ -54,6 +54,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("With train and mesh: the cluster (PRESET:NODES or a cluster file, "
                      "e.g. hpc-calibrate's) whose cost model sizes the automatic gradient "
                      "buckets (dist-bucket); empty: the fixed rule")};
+  Option<int64_t> ranksPerNode{
+      *this, "ranks-per-node",
+      llvm::cl::desc("With mesh: ranks per node of the cluster, laid node-major; the "
+                     "runtime checks at start that it was launched so (0: not known)"),
+      llvm::cl::init(0)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
@@ -155,11 +160,13 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
 /// then dist-partition, dist-bucket unless `bucketBytes` is 0 (-1: its
 /// automatic size, from the cost model of `bucketCluster` where given), and
-/// dist-async-collectives when `asyncCollectives`.
+/// dist-async-collectives when `asyncCollectives`; `ranksPerNode` (0: not
+/// known) is the node size the program is placed on (dist-propagate).
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
-                            int64_t zeroStage = 0, llvm::StringRef bucketCluster = "");
+                            int64_t zeroStage = 0, llvm::StringRef bucketCluster = "",
+                            int64_t ranksPerNode = 0);
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

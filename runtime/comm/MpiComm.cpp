@@ -55,6 +55,24 @@ int64_t meshRanks(const std::vector<MeshAxis> &mesh) {
   return n;
 }
 
+std::string placementError(int64_t perNode, const std::vector<uint64_t> &nodeOf) {
+  if (perNode <= 0)
+    return "";
+  auto p = static_cast<size_t>(perNode);
+  for (size_t r = 0; r < nodeOf.size(); ++r) {
+    size_t first = r / p * p;
+    if (nodeOf[r] == nodeOf[first])
+      continue;
+    std::string n = std::to_string(perNode);
+    return "compiled for " + n + " ranks per node, node-major (ranks " +
+           std::to_string(first) + "-" + std::to_string(std::min(first + p, nodeOf.size()) - 1) +
+           " on node " + std::to_string(first / p) + "), but ranks " + std::to_string(first) +
+           " and " + std::to_string(r) + " run on different nodes; start " + n +
+           " ranks per node in rank order (mpirun --map-by ppr:" + n + ":node)";
+  }
+  return "";
+}
+
 MpiComm::MpiComm(std::vector<MeshAxis> mesh, MPI_Comm world)
     : mesh_(std::move(mesh)), world_(world) {
   checkMpi(MPI_Comm_rank(world_, &rank_), "MPI_Comm_rank");

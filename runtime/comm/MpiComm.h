@@ -40,6 +40,13 @@ std::string meshString(const std::vector<MeshAxis> &mesh);
 /// The product of the axis sizes.
 int64_t meshRanks(const std::vector<MeshAxis> &mesh);
 
+/// The ranks the compiler laid on one node (node-major, `perNode` a node;
+/// 0: not compiled for a cluster) must share one: "" when they do, else the
+/// error line naming the first two that do not. `nodeOf` is every rank's
+/// node (any name, equal on one node). Ranks compiled for different nodes
+/// may share one.
+std::string placementError(int64_t perNode, const std::vector<uint64_t> &nodeOf);
+
 /// An elementwise reduction over `elementSize`-byte elements:
 /// combine(acc, in, n) sets acc[i] = acc[i] (op) in[i]; finish(acc, n, g),
 /// when set, finishes a reduced chunk over g ranks (avg divides by g).

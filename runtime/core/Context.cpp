@@ -459,6 +459,13 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: \"zero\" is not a ZeRO stage 0-3");
       zeroStage_ = zit->get<int64_t>();
     }
+    auto pit = m.find("ranks_per_node");
+    if (pit != m.end()) {
+      if (!pit->is_number_integer() || pit->get<int64_t>() < 1 ||
+          pit->get<int64_t>() > (1 << 20))
+        fail("manifest: \"ranks_per_node\" is not a positive rank count");
+      ranksPerNode_ = pit->get<int64_t>();
+    }
 
     auto oit = m.find("ops");
     if (oit != m.end()) {

@@ -211,6 +211,9 @@ public:
   int64_t plannedBytesPerRank() const { return bytesPerRank_; }
   /// The ZeRO stage the state is sharded by (dist-zero; 0: none).
   int64_t zeroStage() const { return zeroStage_; }
+  /// The ranks per node the compiler laid the mesh on, node-major (ranks
+  /// [k*P, (k+1)*P) on node k; 0: not known).
+  int64_t ranksPerNode() const { return ranksPerNode_; }
   /// Ranks in a group over these mesh axes (indices).
   uint64_t ranksOver(const std::vector<int64_t> &axes) const;
   size_t numTensors() const { return tensors_.size(); }
@@ -345,6 +348,7 @@ private:
   std::vector<hpcrt::MeshAxisInfo> mesh_;
   int64_t bytesPerRank_ = -1;
   int64_t zeroStage_ = 0;
+  int64_t ranksPerNode_ = 0;
   bool isTrainStep_ = false;
   hpcrt::TrainInfo train_;
   uint64_t stateBytes_ = 0;

@@ -103,7 +103,24 @@ void MpiRun::start(Context &ctx) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &localRanks);
+  // This node's name: the lowest world rank on it.
+  int leader = rank;
+  MPI_Request r;
+  comm::checkMpi(MPI_Iallreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, node, &r),
+                 "MPI_Iallreduce");
+  comm::waitCollective(r, "the node census", node);
   MPI_Comm_free(&node);
+  checkPlacement(ctx.ranksPerNode(), allGather({static_cast<uint64_t>(leader)}));
+}
+
+void MpiRun::checkPlacement(int64_t perNode, const std::vector<uint64_t> &nodeOf) {
+  // Every rank has the same table, so every rank finds the same error.
+  std::string error = comm::placementError(perNode, nodeOf);
+  if (error.empty())
+    return;
+  if (rank == 0)
+    fprintf(stderr, "%s: error: %s\n", progName.c_str(), error.c_str());
+  throw QuietExit{1};
 }
 
 bool MpiRun::anyFailed(bool mine) {

@@ -70,8 +70,14 @@ struct MpiRun {
   ~MpiRun();
 
   /// MPI_Init, the world-size check against the mesh (rank 0 prints the
-  /// error line, every rank exits 1), the communicators.
+  /// error line, every rank exits 1), the communicators, and the placement
+  /// check (checkPlacement).
   void start(Context &ctx);
+
+  /// comm::placementError for the manifest's ranks_per_node and every
+  /// rank's node (the lowest world rank on it): on an error rank 0 prints
+  /// the line and every rank exits 1.
+  void checkPlacement(int64_t perNode, const std::vector<uint64_t> &nodeOf);
 
   /// Runs f on every rank; if it threw on any rank, the lowest failing rank
   /// prints its error and every rank exits 1. Without MPI, f runs as is.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtils.h"
+#include "comm/MpiComm.h"
 #include "comm/Reduce.h"
 
 
@@ -58,6 +59,10 @@ TEST(Mesh, ManifestMeshAndPlannedBytes) {
   EXPECT_EQ(c.mesh()[1].level, "intra_node");
   EXPECT_EQ(c.meshRanks(), 8);
   EXPECT_EQ(c.plannedBytesPerRank(), 96);
+  EXPECT_EQ(c.ranksPerNode(), 0);
+  json placed = distModel(true);
+  placed["ranks_per_node"] = 4;
+  EXPECT_EQ(Context(placed.dump()).ranksPerNode(), 4);
   Context single(distModel(false).dump());
   EXPECT_FALSE(single.hasMesh());
   EXPECT_EQ(single.meshRanks(), 1);
@@ -76,9 +81,31 @@ TEST(Mesh, RejectsMalformedMeshes) {
   m["mesh"]["axes"] = json::array();
   EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find("mesh.axes is not a non-empty array"),
             std::string::npos);
+  for (json bad : {json(0), json(-2), json("2")}) {
+    m = distModel(true);
+    m["ranks_per_node"] = bad;
+    EXPECT_NE(errorOf([&] { Context c(m.dump()); })
+                  .find("\"ranks_per_node\" is not a positive rank count"),
+              std::string::npos)
+        << bad;
+  }
   m = distModel(true);
   m["mesh"]["axes"][0].erase("name");
   EXPECT_NE(errorOf([&] { Context c(m.dump()); }).find("mesh.axes[0] has no \"name\""),
+            std::string::npos);
+}
+
+TEST(Mesh, PlacementCheck) {
+  using comm::placementError;
+  EXPECT_EQ(placementError(0, {0, 1, 2, 3}), "");    // not compiled for a cluster
+  EXPECT_EQ(placementError(2, {0, 0, 2, 2}), "");    // node-major, 2 a node
+  EXPECT_EQ(placementError(2, {0, 0, 0, 0}), "");    // all on one machine
+  EXPECT_EQ(placementError(4, {0, 0, 0, 0, 4}), ""); // a smaller last node
+  EXPECT_EQ(placementError(2, {0, 0, 0, 3}),
+            "compiled for 2 ranks per node, node-major (ranks 2-3 on node 1), but ranks 2 "
+            "and 3 run on different nodes; start 2 ranks per node in rank order (mpirun "
+            "--map-by ppr:2:node)");
+  EXPECT_NE(placementError(2, {0, 1, 2, 2}).find("ranks 0 and 1 run on different nodes"),
             std::string::npos);
 }
 

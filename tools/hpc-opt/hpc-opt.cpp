@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "hpc/CostModel/Cluster.h"
 #include "hpc/Import/ONNXImporter.h"
 #include "hpc/InitAll.h"
 #include "hpc/Passes.h"
@@ -435,6 +436,13 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     search.addPass(hpc::createDistSearch(so));
     if (failed(search.run(*module)))
       return 1;
+    // The ranks are laid on the cluster's nodes node-major; the runtime
+    // checks that it was launched so.
+    hpc::cost::ClusterSpec cluster;
+    std::string clusterError;
+    if (!hpc::cost::parseClusterSpec(clusterSpec, cluster, clusterError))
+      return userError(clusterError);
+    options.ranksPerNode = cluster.devicesPerNode;
     if (autoParallel) {
       FailureOr<std::string> mesh = hpc::planMesh(*module);
       if (failed(mesh))
