@@ -262,7 +262,40 @@ void MpiComm::exchange(const char *op, const void *sendBuf, size_t sendBytes, in
     off += static_cast<size_t>(n);
   } while (off < sendBytes);
   waitAll(reqs, MPI_STATUSES_IGNORE, op, comm, source);
-  stats_.bytesSent += sendBytes;
+  countSent(sendBytes, dest, comm);
+}
+
+void MpiComm::setNodes(std::vector<uint64_t> nodeOf) {
+  if (static_cast<int>(nodeOf.size()) != size_)
+    fail("the node table has " + std::to_string(nodeOf.size()) + " ranks, the world " +
+         std::to_string(size_));
+  nodeOf_ = std::move(nodeOf);
+}
+
+void MpiComm::countSent(size_t bytes, int dest, MPI_Comm comm) {
+  stats_.bytesSent += bytes;
+  if (nodeOf_.empty() || dest < 0 || bytes == 0)
+    return;
+  auto it = worldRanks_.find(comm);
+  if (it == worldRanks_.end()) {
+    // The world rank of every rank of `comm`, translated once.
+    int n = 0;
+    MPI_Comm_size(comm, &n);
+    std::vector<int> mine(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      mine[static_cast<size_t>(i)] = i;
+    MPI_Group from, to;
+    MPI_Comm_group(comm, &from);
+    MPI_Comm_group(world_, &to);
+    checkMpi(MPI_Group_translate_ranks(from, n, mine.data(), to, world.data()),
+             "MPI_Group_translate_ranks");
+    MPI_Group_free(&from);
+    MPI_Group_free(&to);
+    it = worldRanks_.emplace(comm, std::move(world)).first;
+  }
+  int w = it->second.at(static_cast<size_t>(dest));
+  if (nodeOf_.at(static_cast<size_t>(w)) != nodeOf_.at(static_cast<size_t>(rank_)))
+    stats_.bytesInterNode += bytes;
 }
 
 void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Group &grp) {
@@ -395,7 +428,7 @@ void MpiComm::broadcast(void *data, size_t bytes, int root, const Group &grp) {
   }
   waitAll(sends, MPI_STATUSES_IGNORE, "broadcast", grp.comm, next);
   if (hasNext)
-    stats_.bytesSent += bytes;
+    countSent(bytes, next, grp.comm);
 }
 
 int MpiComm::peer(int axis, int64_t offset) const {
@@ -430,7 +463,7 @@ void MpiComm::send(const void *data, size_t bytes, int axis, int64_t offset) {
     off += static_cast<size_t>(n);
   } while (off < bytes);
   sendBuffers_.push_back(std::move(copy));
-  stats_.bytesSent += bytes;
+  countSent(bytes, dest, p2p_);
   // Release the buffers of sends that have completed meanwhile.
   int done = 0;
   checkMpi(MPI_Testall(static_cast<int>(sendRequests_.size()), sendRequests_.data(), &done,

@@ -70,6 +70,9 @@ struct Group {
 /// Communication statistics since the last reset.
 struct CommStats {
   uint64_t bytesSent = 0; ///< bytes handed to MPI sends
+  /// Of those, the bytes sent to a rank on another node (MpiComm::setNodes;
+  /// 0 until the nodes are known).
+  uint64_t bytesInterNode = 0;
   uint64_t operations = 0; ///< collectives, sends and receives with a peer
 };
 
@@ -163,6 +166,9 @@ public:
 
   const CommStats &stats() const { return stats_; }
   void resetStats() { stats_ = CommStats(); }
+  /// Every world rank's node (equal values: one node), so that the bytes
+  /// sent across nodes are counted apart (CommStats::bytesInterNode).
+  void setNodes(std::vector<uint64_t> nodeOf);
 
 private:
   std::vector<MeshAxis> mesh_;
@@ -178,6 +184,12 @@ private:
   std::vector<MPI_Request> sendRequests_;
   std::vector<char> scratch_;
   CommStats stats_;
+  std::vector<uint64_t> nodeOf_; ///< by world rank (setNodes; empty: unknown)
+  /// World rank of each rank of a communicator the sends name peers in.
+  std::map<MPI_Comm, std::vector<int>> worldRanks_;
+
+  /// Counts `bytes` sent to rank `dest` of `comm`.
+  void countSent(size_t bytes, int dest, MPI_Comm comm);
 
   void *scratch(size_t bytes);
   /// The communicator of the ranks that differ only on the axes in `mask`.

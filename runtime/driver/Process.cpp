@@ -110,7 +110,9 @@ void MpiRun::start(Context &ctx) {
                  "MPI_Iallreduce");
   comm::waitCollective(r, "the node census", node);
   MPI_Comm_free(&node);
-  checkPlacement(ctx.ranksPerNode(), allGather({static_cast<uint64_t>(leader)}));
+  std::vector<uint64_t> nodeOf = allGather({static_cast<uint64_t>(leader)});
+  checkPlacement(ctx.ranksPerNode(), nodeOf);
+  comm->setNodes(std::move(nodeOf));
 }
 
 void MpiRun::checkPlacement(int64_t perNode, const std::vector<uint64_t> &nodeOf) {
