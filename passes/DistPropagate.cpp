@@ -139,9 +139,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     if (ranksPerNode > 0) {
       // Node-major: ranks [k*P, (k+1)*P) share node k, so a mesh larger than
       // a node must fill whole nodes.
-      int64_t ranks = 1;
-      for (int64_t size : meshAttr.getSizes())
-        ranks *= size;
+      int64_t ranks = meshAttr.numDevices();
       if (ranks > ranksPerNode && ranks % ranksPerNode != 0) {
         module.emitError("the mesh's ") << ranks << " ranks do not fill nodes of "
                                         << int64_t(ranksPerNode) << " ranks";

@@ -109,8 +109,6 @@ std::string dtypeName(int dtype) {
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {
-  // Built in place: the oneDNN kernels make their primitives' keys from it
-  // on every call.
   std::string s;
   appendShape(s, shape);
   return s;

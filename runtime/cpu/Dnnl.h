@@ -47,13 +47,14 @@ dn::memory::desc plain(const dims &shape, dt type);
 /// A memory descriptor with explicit element strides.
 dn::memory::desc strided(const dims &shape, dt type, const dims &strides);
 
-/// The descriptor of an activation tensor: plain, or (Tensor::blocked) the
-/// blocked channel layout of this CPU's direct convolutions (nChw16c with
-/// AVX-512, nChw8c otherwise).
 /// Whether oneDNN's effective instruction set reaches avx512_core: the
 /// blocked layout's 16-channel blocks, and bf16 kernels at all (below it
 /// every bf16 primitive is unimplemented).
 bool hasAvx512Core();
+
+/// The descriptor of an activation tensor: plain, or (Tensor::blocked) the
+/// blocked channel layout of this CPU's direct convolutions (nChw16c with
+/// AVX-512, nChw8c otherwise).
 dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type);
 inline dn::memory::desc activationDesc(const Tensor &t, const dims &shape, dt type) {
   return activationDesc(t.blocked, shape, type);
