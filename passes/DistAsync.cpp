@@ -38,11 +38,12 @@ Operation *startOf(OpBuilder &b, Operation *op) {
   auto token = [&](Value result) { return TokenType::get(b.getContext(), result.getType()); };
   if (auto o = dyn_cast<AllReduceOp>(op))
     return AllReduceStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
-                                    o.getReductionAttr(), o.getCompressionAttr());
+                                    o.getReductionAttr(), o.getCompressionAttr(),
+                                    o.getRanksPerNodeAttr());
   if (auto o = dyn_cast<ReduceScatterOp>(op))
     return ReduceScatterStartOp::create(b, loc, token(o.getResult()), o.getInput(),
                                         o.getAxes(), o.getReductionAttr(), o.getDimAttr(),
-                                        o.getCompressionAttr());
+                                        o.getCompressionAttr(), o.getRanksPerNodeAttr());
   if (auto o = dyn_cast<AllGatherOp>(op))
     return AllGatherStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
                                     o.getDimAttr(), o.getCompressionAttr());

@@ -110,6 +110,7 @@ bool joins(ArrayRef<Member> bucket, int64_t bucketBytes, const Member &m, int64_
   if (head->getName() != m.op->getName() ||
       head->getAttr("axes") != m.op->getAttr("axes") ||
       head->getAttr("reduction") != m.op->getAttr("reduction") ||
+      head->getAttr("ranks_per_node") != m.op->getAttr("ranks_per_node") ||
       rankedOf(head->getOperand(0)).getElementType() !=
           rankedOf(m.op->getOperand(0)).getElementType() ||
       bucketBytes + m.bytes > cap)
@@ -172,14 +173,15 @@ void fuse(ArrayRef<Member> bucket) {
                                          flat, b.getI64IntegerAttr(1));
     Value mine = ReduceScatterOp::create(b, loc, RankedTensorType::get({1, total}, element),
                                          joined, scatter.getAxes(), scatter.getReductionAttr(),
-                                         b.getI64IntegerAttr(0), Attribute());
+                                         b.getI64IntegerAttr(0), Attribute(),
+                                         scatter.getRanksPerNodeAttr());
     reduced = reshaped(b, loc, mine, RankedTensorType::get({total}, element));
   } else {
     auto whole = RankedTensorType::get({total}, element);
     Value joined = hpc::ConcatOp::create(b, loc, whole, flat, b.getI64IntegerAttr(0));
     auto ar = cast<AllReduceOp>(head);
     reduced = AllReduceOp::create(b, loc, whole, joined, ar.getAxes(), ar.getReductionAttr(),
-                                  Attribute());
+                                  Attribute(), ar.getRanksPerNodeAttr());
   }
   SmallVector<Type> pieces;
   for (int64_t n : sizes)

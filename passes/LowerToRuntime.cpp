@@ -79,6 +79,11 @@ FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
       }
       continue;
     }
+    if (isDist && name == "ranks_per_node") {
+      // 0: the flat collective.
+      out.ints.push_back(a ? cast<IntegerAttr>(a).getInt() : 0);
+      continue;
+    }
     if (isDist && name == "axis") {
       auto index = axisIndex(op, cast<StringAttr>(a).getValue());
       if (failed(index))
@@ -203,6 +208,9 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     // The node size the ranks were laid on, node-major (dist-propagate).
     if (auto perNode = module->getAttrOfType<IntegerAttr>("dist.ranks_per_node"))
       m["ranks_per_node"] = perNode.getInt();
+    for (const char *level : {"bytes_within_nodes", "bytes_across_nodes"})
+      if (auto bytes = module->getAttrOfType<IntegerAttr>(std::string("dist.") + level))
+        m[level] = bytes.getInt();
   }
   m["model"] = model;
   // Where the source model was (`train --save-onnx` rewrites it).

@@ -84,7 +84,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
                                  bool asyncCollectives, int64_t bucketBytes,
                                  int64_t zeroStage, llvm::StringRef bucketCluster,
-                                 int64_t ranksPerNode) {
+                                 int64_t ranksPerNode, llvm::StringRef hierarchical) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -105,6 +105,14 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
     bucket.cluster = bucketCluster.str();
     pm.addPass(createDistBucket(bucket));
   }
+  // On the buckets (their sizes were chosen for the flat ring or the two
+  // levels alike), before their starts are placed.
+  if (ranksPerNode > 0 || hierarchical == "on") {
+    DistHierarchicalOptions levels;
+    levels.mode = hierarchical.str();
+    levels.cluster = bucketCluster.str();
+    pm.addPass(createDistHierarchical(levels));
+  }
   if (asyncCollectives)
     pm.addPass(createDistAsyncCollectives());
 }
@@ -118,7 +126,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
   bool async = options.asyncCollectives || (options.train && options.overlap);
   buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes,
                          options.train ? int64_t(options.zero) : 0, options.cluster,
-                         options.ranksPerNode);
+                         options.ranksPerNode, options.hierarchical);
 }
 
 void hpc::registerPipelines() {

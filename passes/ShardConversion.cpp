@@ -413,7 +413,8 @@ struct ShardToDist : hpc::impl::ConvertShardToDistBase<ShardToDist> {
       if (failed(k))
         return failure();
       return Value(AllReduceOp::create(b, loc, o.getType(), o.getInput(),
-                                       axesAttr(o.getGridAxes()), *k, Attribute()));
+                                       axesAttr(o.getGridAxes()), *k, Attribute(),
+                                       IntegerAttr()));
     }
     if (auto o = dyn_cast<shd::ReduceScatterOp>(op)) {
       auto k = kind(o.getReduction());
@@ -421,7 +422,8 @@ struct ShardToDist : hpc::impl::ConvertShardToDistBase<ShardToDist> {
         return failure();
       return Value(ReduceScatterOp::create(b, loc, o.getType(), o.getInput(),
                                            axesAttr(o.getGridAxes()), *k,
-                                           dim(o.getScatterAxis()), Attribute()));
+                                           dim(o.getScatterAxis()), Attribute(),
+                                           IntegerAttr()));
     }
     if (auto o = dyn_cast<shd::AllGatherOp>(op))
       return Value(AllGatherOp::create(b, loc, o.getType(), o.getInput(),

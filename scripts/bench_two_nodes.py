@@ -13,9 +13,17 @@ then the step-time ratio, and the backward compute against the link time of
 the gradients (bytes per rank / measured link rate), which the overlap
 needs to be well above 1.
 
+With --compare hierarchical (dp=4 or more, two ranks or more a node) the
+variants are instead the gradient reductions as flat rings
+(--hierarchical=off), in two levels (on) and as the cost model of the
+calibrated link chooses (auto), each compiled with --cluster=that link's
+file; the bytes across nodes per step (the compiler's count) are printed
+with them.
+
 usage: /usr/bin/python3 scripts/bench_two_nodes.py [--layers 4] [--embd 256]
        [--vocab 2048] [--seq 128] [--batch 64] [--steps 8] [--warmup 3]
        [--rate 1gbit] [--bucket-mb auto|model|MiB] [--dp 2] [--zero N] [--keep DIR]
+       [--compare overlap|hierarchical]
 Needs root (network namespaces), build/bin/hpc-opt, numpy and mpirun.
 """
 import argparse
@@ -75,13 +83,21 @@ def main():
                     help="MiB, auto, or model (compiled with --cluster=the calibrated link)")
     ap.add_argument("--zero", type=int, default=0, help="ZeRO stage of both variants (0: off)")
     ap.add_argument("--keep", default="", help="keep the binaries and traces in this directory")
+    ap.add_argument("--compare", default="overlap", choices=["overlap", "hierarchical"],
+                    help="overlap: with and without overlap; hierarchical: flat, two-level "
+                         "and auto reductions")
     a = ap.parse_args()
+    if a.compare == "hierarchical" and a.dp < 4:
+        sys.exit("--compare hierarchical needs --dp 4 or more (two ranks a node)")
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or tmp
         os.makedirs(d, exist_ok=True)
         model, _ = gpt_with_tokens(d, a)
         variants = {"overlap": [], "no-overlap": ["--no-overlap"]}
-        bins, sent, chosen = {}, 0, ""
+        if a.compare == "hierarchical":
+            variants = {"flat": ["--hierarchical=off"], "two-level": ["--hierarchical=on"],
+                        "auto": ["--hierarchical=auto"]}
+        bins, sent, chosen, across = {}, 0, "", {}
         run([CLUSTER, "--name", NAME, "up", "--rate", a.rate])
         try:
             # The link first: --bucket-mb model sizes the buckets from it.
@@ -95,9 +111,16 @@ def main():
             for name, extra in variants.items():
                 bins[name] = f"{d}/{name}.bin"
                 zero = [f"--zero={a.zero}"] if a.zero else []
+                if a.compare == "hierarchical":
+                    extra = [*extra, f"--cluster={d}/link.json"]
                 sent, log = compile_step(model, a.batch, a.seq, a.dp, [*buckets, *zero, *extra],
                                          bins[name])
                 chosen = chosen or "".join(re.findall(r"dist-bucket: .*", log))
+                levels = re.search(r"dist-hierarchical: (\d+) of (\d+) .* (\d+) across nodes \(",
+                                   log)
+                if levels:
+                    across[name] = (f"{levels.group(1)}/{levels.group(2)} two-level, "
+                                    f"{int(levels.group(3))} bytes across nodes a step")
             results = {}
             for name in variants:
                 ms = train(bins[name], d, a.dp, a.steps, f"{d}/{name}.json",
@@ -122,9 +145,14 @@ def main():
         t = rep["total"]
         n = t["steps"] * t["ranks"]
         print(f"{name:>10} {step:9.1f} {compute:10.1f} {t['comm_ms'] / n:9.1f} "
-              f"{t['exposed_ms'] / n:10.1f} {100 * t['overlap']:7.1f}%")
-    print(f"step time overlap / no-overlap: "
-          f"{results['overlap'][0] / results['no-overlap'][0]:.3f}")
+              f"{t['exposed_ms'] / n:10.1f} {100 * t['overlap']:7.1f}%"
+              + (f"  {across[name]}" if name in across else ""))
+    if a.compare == "overlap":
+        print(f"step time overlap / no-overlap: "
+              f"{results['overlap'][0] / results['no-overlap'][0]:.3f}")
+    else:
+        for other in ("two-level", "auto"):
+            print(f"step time {other} / flat: {results[other][0] / results['flat'][0]:.3f}")
 
 
 if __name__ == "__main__":

@@ -44,15 +44,113 @@ static SmallVector<StringRef> axesOf(ArrayAttr axes) {
   return names;
 }
 
-/// Ring all_reduce of n elements over g ranks, from rank 0: g-1
-/// reduce-scatter steps then g-1 all-gather steps, one chunk each (chunk i
-/// has n/g elements, one more for i < n%g).
-static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes) {
-  auto chunk = [&](int64_t i) { return n / g + (i < n % g ? 1 : 0); };
+/// Ring all_reduce of n elements over g members, from member i: g-1
+/// reduce-scatter steps then g-1 all-gather steps, one chunk each (chunk c
+/// has n/g elements, one more for c < n%g), as MpiComm::allReduce sends.
+static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes, int64_t i) {
+  auto chunk = [&](int64_t c) { return n / g + (c < n % g ? 1 : 0); };
+  auto mod = [&](int64_t a) { return ((a % g) + g) % g; };
   int64_t elements = 0;
   for (int64_t s = 0; s < g - 1; ++s)
-    elements += chunk(((0 - s) % g + g) % g) + chunk(((1 - s) % g + g) % g);
+    elements += chunk(mod(i - s)) + chunk(mod(i - s + 1));
   return elements * elementBytes;
+}
+
+/// Mesh axis indices of a collective's `axes` attribute.
+static SmallVector<int64_t> axisIndices(MeshAttr mesh, ArrayAttr axes) {
+  SmallVector<int64_t> out;
+  for (Attribute a : axes)
+    out.push_back(mesh.axisIndex(cast<StringAttr>(a).getValue()));
+  return out;
+}
+
+SmallVector<int64_t> hpc::dist::groupWorldRanks(MeshAttr mesh, ArrayRef<int64_t> axes,
+                                                int64_t rank, int64_t *index) {
+  ArrayRef<int64_t> sizes = mesh.getSizes();
+  SmallVector<int64_t> coords(sizes.size());
+  for (size_t a = sizes.size(), rem = rank; a-- > 0;) {
+    coords[a] = int64_t(rem) % sizes[a];
+    rem /= sizes[a];
+  }
+  int64_t g = 1, mine = 0;
+  for (int64_t a : axes) {
+    g *= sizes[a];
+    mine = mine * sizes[a] + coords[a];
+  }
+  if (index)
+    *index = mine;
+  SmallVector<int64_t> members;
+  for (int64_t j = 0; j < g; ++j) {
+    SmallVector<int64_t> c = coords;
+    for (size_t k = axes.size(), rem = j; k-- > 0;) {
+      c[axes[k]] = int64_t(rem) % sizes[axes[k]];
+      rem /= sizes[axes[k]];
+    }
+    int64_t w = 0;
+    for (size_t a = 0; a < sizes.size(); ++a)
+      w = w * sizes[a] + c[a];
+    members.push_back(w);
+  }
+  return members;
+}
+
+namespace {
+/// Where member `index` of a group (world ranks `members`) sits on nodes of
+/// `perNode` ranks: its node-local ring and its ring across nodes (world
+/// ranks), and its place in each. Empty rings when the group is not
+/// uniform over nodes. The runtime builds the same (MpiComm::twoLevel).
+struct Placed {
+  SmallVector<int64_t> local, cross;
+  int64_t l = 0, k = 0;
+};
+Placed place(ArrayRef<int64_t> members, int64_t index, int64_t perNode) {
+  SmallVector<int64_t> nodes; // node ids in order of first appearance
+  llvm::DenseMap<int64_t, SmallVector<int64_t>> on;
+  for (int64_t w : members) {
+    auto &list = on[w / perNode];
+    if (list.empty())
+      nodes.push_back(w / perNode);
+    list.push_back(w);
+  }
+  Placed p;
+  int64_t count = int64_t(on[nodes.front()].size());
+  for (int64_t n : nodes)
+    if (int64_t(on[n].size()) != count)
+      return p;
+  int64_t me = members[index];
+  p.local = on[me / perNode];
+  p.l = llvm::find(p.local, me) - p.local.begin();
+  for (auto [k, n] : llvm::enumerate(nodes)) {
+    if (n == me / perNode)
+      p.k = int64_t(k);
+    p.cross.push_back(on[n][p.l]);
+  }
+  return p;
+}
+} // namespace
+
+std::optional<TwoLevels> hpc::dist::twoLevels(MeshAttr mesh, ArrayRef<StringRef> axes,
+                                              int64_t ranksPerNode) {
+  if (!mesh || ranksPerNode <= 0)
+    return std::nullopt;
+  SmallVector<int64_t> idx;
+  for (StringRef a : axes) {
+    if (mesh.axisIndex(a) < 0)
+      return std::nullopt;
+    idx.push_back(mesh.axisIndex(a));
+  }
+  std::optional<TwoLevels> levels;
+  for (int64_t r = 0, n = mesh.numDevices(); r < n; ++r) {
+    int64_t i = 0;
+    SmallVector<int64_t> members = groupWorldRanks(mesh, idx, r, &i);
+    Placed p = place(members, i, ranksPerNode);
+    TwoLevels t{int64_t(p.cross.size()), int64_t(p.local.size())};
+    if (t.nodes < 2 || t.perNode < 2 || (levels && (levels->nodes != t.nodes ||
+                                                    levels->perNode != t.perNode)))
+      return std::nullopt;
+    levels = t;
+  }
+  return levels;
 }
 
 /// Bytes for a collective in either form (`Op` sync, `StartOp` async).
@@ -65,6 +163,21 @@ static std::optional<int64_t> either(Operation *op, F &&bytes) {
   return std::nullopt;
 }
 
+SentBytes hpc::dist::bytesSentByAllRanksIn(Operation *root, int64_t ranksPerNode) {
+  SentBytes sum;
+  root->walk([&](Operation *op) {
+    MeshAttr mesh = lookupMesh(op);
+    if (!mesh || !isa<DistDialect>(op->getDialect()))
+      return;
+    for (int64_t r = 0, n = mesh.numDevices(); r < n; ++r) {
+      SentBytes b = bytesSentByRank(op, r, ranksPerNode);
+      sum.total += b.total;
+      sum.acrossNodes += b.acrossNodes;
+    }
+  });
+  return sum;
+}
+
 int64_t hpc::dist::bytesSentByRankZeroIn(Operation *root) {
   int64_t bytes = 0;
   root->walk([&](Operation *op) { bytes += bytesSentByRankZero(op); });
@@ -72,51 +185,100 @@ int64_t hpc::dist::bytesSentByRankZeroIn(Operation *root) {
 }
 
 int64_t hpc::dist::bytesSentByRankZero(Operation *op) {
+  return bytesSentByRank(op, 0, 0).total;
+}
+
+SentBytes hpc::dist::bytesSentByRank(Operation *op, int64_t rank, int64_t ranksPerNode) {
+  SentBytes out;
   MeshAttr mesh = lookupMesh(op);
   if (!mesh)
-    return 0;
-  auto group = [&](ArrayAttr axes) { return groupSize(mesh, axesOf(axes)); };
-  auto result = [&](auto o, Type resultType) -> std::optional<int64_t> {
+    return out;
+  // Every message: `bytes` to world rank `to`.
+  auto sendTo = [&](int64_t to, int64_t bytes) {
+    out.total += bytes;
+    if (ranksPerNode > 0 && to / ranksPerNode != rank / ranksPerNode)
+      out.acrossNodes += bytes;
+  };
+  auto collective = [&](auto o, Type resultType) -> int64_t {
     using T = decltype(o);
+    int64_t i = 0;
+    SmallVector<int64_t> members =
+        groupWorldRanks(mesh, axisIndices(mesh, o.getAxes()), rank, &i);
+    int64_t g = int64_t(members.size());
+    if (g == 1)
+      return 0;
+    int64_t next = members[(i + 1) % g];
     Type in = o.getInput().getType();
-    if constexpr (std::is_same_v<T, AllReduceOp> || std::is_same_v<T, AllReduceStartOp>) {
-      auto t = cast<RankedTensorType>(in);
-      int64_t n = t.getNumElements();
-      return ringAllReduceBytes(n, group(o.getAxes()), n ? bytesOf(t) / n : 0);
-    } else if constexpr (std::is_same_v<T, ReduceScatterOp> ||
-                         std::is_same_v<T, ReduceScatterStartOp>) {
-      return (group(o.getAxes()) - 1) * bytesOf(resultType);
-    } else if constexpr (std::is_same_v<T, AllGatherOp> ||
-                         std::is_same_v<T, AllGatherStartOp>) {
-      return (group(o.getAxes()) - 1) * bytesOf(in);
-    } else if constexpr (std::is_same_v<T, AllToAllOp> ||
-                         std::is_same_v<T, AllToAllStartOp>) {
-      int64_t g = group(o.getAxes());
-      return (g - 1) * bytesOf(in) / g;
+    constexpr bool allReduce =
+        std::is_same_v<T, AllReduceOp> || std::is_same_v<T, AllReduceStartOp>;
+    constexpr bool reduceScatter =
+        std::is_same_v<T, ReduceScatterOp> || std::is_same_v<T, ReduceScatterStartOp>;
+    if constexpr (allReduce || reduceScatter) {
+      std::optional<uint64_t> perNode = o.getRanksPerNode();
+      Placed p = perNode ? place(members, i, int64_t(*perNode)) : Placed();
+      int64_t L = int64_t(p.local.size()), N = int64_t(p.cross.size());
+      int64_t localNext = L ? p.local[(p.l + 1) % L] : 0, crossNext = N ? p.cross[(p.k + 1) % N] : 0;
+      if constexpr (allReduce) {
+        auto t = cast<RankedTensorType>(in);
+        int64_t n = t.getNumElements(), e = n ? bytesOf(t) / n : 0;
+        if (L < 2 || N < 2) {
+          sendTo(next, ringAllReduceBytes(n, g, e, i));
+        } else {
+          // A ring over the node's L chunks, then this member's chunk
+          // (l+1 mod L, where the node's reduce-scatter leaves it) all-reduced
+          // across the nodes.
+          int64_t own = (p.l + 1) % L;
+          int64_t chunk = n / L + (own < n % L ? 1 : 0);
+          sendTo(localNext, ringAllReduceBytes(n, L, e, p.l));
+          sendTo(crossNext, ringAllReduceBytes(chunk, N, e, p.k));
+        }
+      } else {
+        int64_t block = bytesOf(resultType);
+        if (L < 2 || N < 2) {
+          sendTo(next, (g - 1) * block);
+        } else {
+          // The node's members reduce-scatter N blocks each, then the
+          // block of each reduces across the nodes.
+          sendTo(localNext, (L - 1) * N * block);
+          sendTo(crossNext, (N - 1) * block);
+        }
+      }
+    } else if constexpr (std::is_same_v<T, AllGatherOp> || std::is_same_v<T, AllGatherStartOp>) {
+      sendTo(next, (g - 1) * bytesOf(in));
+    } else if constexpr (std::is_same_v<T, AllToAllOp> || std::is_same_v<T, AllToAllStartOp>) {
+      for (int64_t j = 0; j < g; ++j)
+        if (j != i)
+          sendTo(members[j], bytesOf(in) / g);
     } else {
       // Broadcast: a chain root, root+1, ...; everyone but the last forwards.
-      int64_t g = group(o.getAxes());
-      bool last = g > 1 && (g - int64_t(o.getRoot())) % g == g - 1;
-      return g > 1 && !last ? bytesOf(in) : 0;
+      bool last = (i - int64_t(o.getRoot()) + g) % g == g - 1;
+      if (!last)
+        sendTo(next, bytesOf(in));
     }
+    return 0;
   };
-  for (auto bytes : {either<AllReduceOp, AllReduceStartOp>(op, result),
-                     either<ReduceScatterOp, ReduceScatterStartOp>(op, result),
-                     either<AllGatherOp, AllGatherStartOp>(op, result),
-                     either<AllToAllOp, AllToAllStartOp>(op, result),
-                     either<BroadcastOp, BroadcastStartOp>(op, result)})
-    if (bytes)
-      return *bytes;
-  // A send from coordinates 0 reaches a peer only forwards.
-  auto sent = [&](StringRef axis, int64_t offset, Value input) -> int64_t {
-    int64_t size = mesh.getSizes()[mesh.axisIndex(axis)];
-    return offset > 0 && offset < size ? bytesOf(input.getType()) : 0;
+  if (either<AllReduceOp, AllReduceStartOp>(op, collective) ||
+      either<ReduceScatterOp, ReduceScatterStartOp>(op, collective) ||
+      either<AllGatherOp, AllGatherStartOp>(op, collective) ||
+      either<AllToAllOp, AllToAllStartOp>(op, collective) ||
+      either<BroadcastOp, BroadcastStartOp>(op, collective))
+    return out;
+  // A send reaches a peer only inside the axis.
+  auto sent = [&](StringRef axis, int64_t offset, Value input) {
+    int64_t a = mesh.axisIndex(axis);
+    ArrayRef<int64_t> sizes = mesh.getSizes();
+    int64_t stride = 1;
+    for (size_t b = a + 1; b < sizes.size(); ++b)
+      stride *= sizes[b];
+    int64_t c = rank / stride % sizes[a] + offset;
+    if (c >= 0 && c < sizes[a])
+      sendTo(rank + offset * stride, bytesOf(input.getType()));
   };
   if (auto o = dyn_cast<SendOp>(op))
-    return sent(o.getAxis(), o.getOffset(), o.getInput());
+    sent(o.getAxis(), o.getOffset(), o.getInput());
   if (auto o = dyn_cast<SendStartOp>(op))
-    return sent(o.getAxis(), o.getOffset(), o.getInput());
-  return 0;
+    sent(o.getAxis(), o.getOffset(), o.getInput());
+  return out;
 }
 
 static std::string joined(ArrayRef<StringRef> axes) {
@@ -189,7 +351,8 @@ enum class Kind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
 /// type, or the token payload) is what the collective makes of `input`.
 static LogicalResult verifyCollective(Operation *op, Kind kind, Type inputType,
                                       ArrayAttr axesAttr, Type result,
-                                      int64_t dim = 0, int64_t dim2 = 0) {
+                                      int64_t dim = 0, int64_t dim2 = 0,
+                                      std::optional<uint64_t> ranksPerNode = std::nullopt) {
   auto mesh = meshFor(op);
   if (failed(mesh))
     return failure();
@@ -205,6 +368,12 @@ static LogicalResult verifyCollective(Operation *op, Kind kind, Type inputType,
   }
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
+  if (ranksPerNode &&
+      !twoLevels(*mesh, axesOf(axesAttr), static_cast<int64_t>(*ranksPerNode)))
+    return op->emitOpError("ranks_per_node = ")
+           << *ranksPerNode << ": the groups over " << joined(axes)
+           << " do not lie on several nodes of that many ranks with the same number "
+              "(more than one) of members on each";
   int64_t g = groupSize(*mesh, axes);
   auto in = cast<RankedTensorType>(inputType);
   auto out = dyn_cast_or_null<RankedTensorType>(result);
@@ -264,19 +433,20 @@ static LogicalResult verifyCollective(Operation *op, Kind kind, Type inputType,
 static Type payload(Value token) { return cast<TokenType>(token.getType()).getPayload(); }
 
 LogicalResult AllReduceOp::verify() {
-  return verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(), getType());
+  return verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(), getType(),
+                          0, 0, getRanksPerNode());
 }
 LogicalResult AllReduceStartOp::verify() {
   return verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(),
-                          payload(getToken()));
+                          payload(getToken()), 0, 0, getRanksPerNode());
 }
 LogicalResult ReduceScatterOp::verify() {
   return verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
-                          getType(), getDim());
+                          getType(), getDim(), 0, getRanksPerNode());
 }
 LogicalResult ReduceScatterStartOp::verify() {
   return verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
-                          payload(getToken()), getDim());
+                          payload(getToken()), getDim(), 0, getRanksPerNode());
 }
 LogicalResult AllGatherOp::verify() {
   return verifyCollective(*this, Kind::AllGather, getInput().getType(), getAxes(),

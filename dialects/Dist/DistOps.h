@@ -43,10 +43,49 @@ verifySharding(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
 /// Product of the sizes of `axes` in `mesh` (the group size of a collective).
 int64_t groupSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
 
+/// The world ranks of the group that world rank `rank` belongs to in a
+/// collective over the mesh axes `axes` (indices), in group-index order;
+/// `index` (when given) receives `rank`'s group index.
+llvm::SmallVector<int64_t> groupWorldRanks(MeshAttr mesh, llvm::ArrayRef<int64_t> axes,
+                                           int64_t rank, int64_t *index = nullptr);
+
+/// A group's members laid on nodes of consecutive world ranks: `nodes`
+/// nodes of `perNode` members each.
+struct TwoLevels {
+  int64_t nodes = 1;
+  int64_t perNode = 1;
+};
+
+/// Whether every group of a collective over `axes` spans several nodes of
+/// `ranksPerNode` consecutive world ranks with the same number (more than
+/// one) of its members on each: then a reduction over them runs in two
+/// levels (dist-hierarchical). On a node, members are ordered by group
+/// index; nodes by their first member's group index.
+std::optional<TwoLevels> twoLevels(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes,
+                                   int64_t ranksPerNode);
+
+/// Bytes one rank sends for an op, and of those the bytes to a rank on
+/// another node.
+struct SentBytes {
+  int64_t total = 0;
+  int64_t acrossNodes = 0;
+};
+
+/// The bytes world rank `rank` puts on the wire for `op` (as
+/// bytesSentByRankZero counts them, for any rank), the part sent to
+/// another node counted apart when the ranks are laid on nodes of
+/// `ranksPerNode` (0: unknown, nothing is counted across).
+SentBytes bytesSentByRank(mlir::Operation *op, int64_t rank, int64_t ranksPerNode);
+
+/// bytesSentByRank summed over every rank of the mesh and every op nested
+/// in `root`: what crosses each level in one run of the whole job.
+SentBytes bytesSentByAllRanksIn(mlir::Operation *root, int64_t ranksPerNode);
+
 /// Bytes the rank with mesh coordinates all 0 puts on the wire for `op`, as
 /// the runtime's algorithms send them (rings for all_reduce, reduce_scatter,
-/// all_gather and all_to_all, a chain from the root for broadcast, one
-/// message for send); 0 for ops that move nothing (all_slice, recv,
+/// all_gather and all_to_all, two levels of rings for a reduction with
+/// ranks_per_node, a chain from the root for broadcast, one message for
+/// send); 0 for ops that move nothing (all_slice, recv,
 /// non-dist ops). The one definition of "bytes per rank" that compiler
 /// reports and tests compare with the runtime's counters.
 int64_t bytesSentByRankZero(mlir::Operation *op);

@@ -53,12 +53,14 @@ class Dist_CollectiveBase<string mnemonic> : Dist_Op<mnemonic> {
   let hasVerifier = 1;
 }
 
+// `tailArgs` follow `compression`: optional attributes that builders may
+// leave out.
 multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
-                           string attrFormat> {
+                           string attrFormat, dag tailArgs = (ins)> {
   def Op : Dist_CollectiveBase<mnemonic> {
     let summary = summaryText;
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
-                         extraArgs, (ins OptionalAttr<AnyAttr>:$compression));
+                         extraArgs, (ins OptionalAttr<AnyAttr>:$compression), tailArgs);
     let results = (outs AnyRankedTensor:$result);
     let assemblyFormat = "$input `over` $axes " # attrFormat #
                          " attr-dict `:` type($input) `->` type($result)";
@@ -67,19 +69,27 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
   def StartOp : Dist_CollectiveBase<mnemonic # "_start"> {
     let summary = summaryText # " (asynchronous start)";
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
-                         extraArgs, (ins OptionalAttr<AnyAttr>:$compression));
+                         extraArgs, (ins OptionalAttr<AnyAttr>:$compression), tailArgs);
     let results = (outs Dist_TokenType:$token);
     let assemblyFormat = "$input `over` $axes " # attrFormat #
                          " attr-dict `:` type($input) `->` qualified(type($token))";
   }
 }
 
+// A reduction with `ranks_per_node` = P runs in two levels over nodes of P
+// consecutive world ranks (dist-hierarchical; ranks laid node-major): a
+// reduce-scatter among the group's members on each node, the reduction of
+// each member's part among the members at the same place on the other
+// nodes, and (all_reduce) an all-gather on the node. The result is the
+// flat collective's; only the bytes on each level differ.
+defvar Dist_TwoLevel = (ins OptionalAttr<I64Attr>:$ranks_per_node);
 defm Dist_AllReduce : Dist_Collective<"all_reduce",
     "Reduce over the mesh axes; every rank gets the whole result",
-    (ins Dist_ReductionKindAttr:$reduction), "`` $reduction">;
+    (ins Dist_ReductionKindAttr:$reduction), "`` $reduction", Dist_TwoLevel>;
 defm Dist_ReduceScatter : Dist_Collective<"reduce_scatter",
     "Reduce over the mesh axes and split dimension `dim` among the ranks",
-    (ins Dist_ReductionKindAttr:$reduction, I64Attr:$dim), "`` $reduction `dim` $dim">;
+    (ins Dist_ReductionKindAttr:$reduction, I64Attr:$dim), "`` $reduction `dim` $dim",
+    Dist_TwoLevel>;
 defm Dist_AllGather : Dist_Collective<"all_gather",
     "Concatenate the ranks' pieces along dimension `dim`",
     (ins I64Attr:$dim), "`dim` $dim">;

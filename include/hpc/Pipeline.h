@@ -59,6 +59,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("With mesh: ranks per node of the cluster, laid node-major; the "
                      "runtime checks at start that it was launched so (0: not known)"),
       llvm::cl::init(0)};
+  Option<std::string> hierarchical{
+      *this, "hierarchical",
+      llvm::cl::desc("With mesh and ranks-per-node: run the reductions that span nodes in two "
+                     "levels, within each node and then across (dist-hierarchical): auto "
+                     "(where the cost model of `cluster` predicts it faster), on, off"),
+      llvm::cl::init("auto")};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
@@ -161,12 +167,14 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// then dist-partition, dist-bucket unless `bucketBytes` is 0 (-1: its
 /// automatic size, from the cost model of `bucketCluster` where given), and
 /// dist-async-collectives when `asyncCollectives`; `ranksPerNode` (0: not
-/// known) is the node size the program is placed on (dist-propagate).
+/// known) is the node size the program is placed on (dist-propagate), and
+/// with it dist-hierarchical runs in `hierarchical` mode (auto|on|off, the
+/// cost model of `bucketCluster` deciding auto).
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
                             int64_t zeroStage = 0, llvm::StringRef bucketCluster = "",
-                            int64_t ranksPerNode = 0);
+                            int64_t ranksPerNode = 0, llvm::StringRef hierarchical = "auto");
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

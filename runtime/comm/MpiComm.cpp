@@ -141,6 +141,7 @@ const Group &MpiComm::group(const std::vector<int64_t> &axes) {
   if (mask == 0) {
     g.comm = MPI_COMM_SELF;
     g.commRank = {0};
+    g.worldRank = {rank_};
     return groups_[axes] = g;
   }
   auto cit = subsetComms_.find(mask);
@@ -158,27 +159,83 @@ const Group &MpiComm::group(const std::vector<int64_t> &axes) {
     g.index = g.index * static_cast<int>(mesh_[a].size) + static_cast<int>(coords_[a]);
   // Group index (listed order) -> comm rank (mesh order).
   g.commRank.resize(g.size);
-  std::vector<int64_t> c(mesh_.size(), 0);
+  g.worldRank.resize(g.size);
+  std::vector<int64_t> c = coords_;
   for (int j = 0; j < g.size; ++j) {
     int64_t rem = j;
     for (size_t k = axes.size(); k-- > 0;) {
       c[axes[k]] = rem % mesh_[axes[k]].size;
       rem /= mesh_[axes[k]].size;
     }
-    int64_t r = 0;
-    for (size_t a = 0; a < mesh_.size(); ++a)
+    int64_t r = 0, w = 0;
+    for (size_t a = 0; a < mesh_.size(); ++a) {
       if (mask & (1u << a))
         r = r * mesh_[a].size + c[a];
+      w = w * mesh_[a].size + c[a];
+    }
     g.commRank[j] = static_cast<int>(r);
+    g.worldRank[j] = static_cast<int>(w);
   }
   return groups_[axes] = g;
 }
 
-Communicator &MpiComm::communicator(const std::vector<int64_t> &axes) {
-  std::unique_ptr<MpiGroupComm> &c = communicators_[axes];
-  if (!c)
-    c = std::make_unique<MpiGroupComm>(*this, group(axes));
+Communicator &MpiComm::communicator(const std::vector<int64_t> &axes, int64_t ranksPerNode) {
+  auto key = std::make_pair(axes, std::max<int64_t>(ranksPerNode, 0));
+  std::unique_ptr<MpiGroupComm> &c = communicators_[key];
+  if (!c) {
+    const Group &g = group(axes);
+    const TwoLevel *levels = nullptr;
+    if (key.second > 0) {
+      std::unique_ptr<TwoLevel> &t = twoLevels_[key];
+      t = std::make_unique<TwoLevel>(twoLevel(g, key.second));
+      levels = t.get();
+    }
+    c = std::make_unique<MpiGroupComm>(*this, g, levels);
+  }
   return *c;
+}
+
+TwoLevel MpiComm::twoLevel(const Group &g, int64_t ranksPerNode) const {
+  // Nodes in the order of their first member; members in group order.
+  std::vector<int64_t> nodes;
+  std::map<int64_t, std::vector<int>> on;
+  for (int j = 0; j < g.size; ++j) {
+    int64_t node = g.worldRank[j] / ranksPerNode;
+    std::vector<int> &members = on[node];
+    if (members.empty())
+      nodes.push_back(node);
+    members.push_back(j);
+  }
+  const int n = static_cast<int>(nodes.size()), l = static_cast<int>(on[nodes[0]].size());
+  bool uniform = n > 1 && l > 1;
+  for (int64_t node : nodes)
+    uniform = uniform && static_cast<int>(on[node].size()) == l;
+  if (!uniform)
+    fail("a two-level reduction over " + std::to_string(g.size) +
+         " ranks that do not lie on several nodes of " + std::to_string(ranksPerNode) +
+         " ranks with the same number (more than one) on each");
+  TwoLevel t;
+  t.size = g.size;
+  int64_t mine = g.worldRank[g.index] / ranksPerNode;
+  const std::vector<int> &here = on[mine];
+  int place = static_cast<int>(std::find(here.begin(), here.end(), g.index) - here.begin());
+  for (int k = 0; k < n; ++k) {
+    const std::vector<int> &members = on[nodes[k]];
+    t.member.insert(t.member.end(), members.begin(), members.end());
+    if (nodes[k] == mine)
+      t.cross.index = k;
+    t.cross.commRank.push_back(g.commRank[members[place]]);
+    t.cross.worldRank.push_back(g.worldRank[members[place]]);
+  }
+  for (int j : here) {
+    t.local.commRank.push_back(g.commRank[j]);
+    t.local.worldRank.push_back(g.worldRank[j]);
+  }
+  t.local.comm = t.cross.comm = g.comm;
+  t.local.size = l;
+  t.local.index = place;
+  t.cross.size = n;
+  return t;
 }
 
 void MpiComm::sendTo(const void *data, size_t bytes, int peer, const Group &g) {
@@ -202,12 +259,18 @@ void MpiGroupComm::allReduce(const void *send, void *recv, size_t count, int dty
   Reducer red = makeReducer(dtype, kind);
   if (send != recv && count)
     memmove(recv, send, payloadBytes(count, dtype));
-  mesh_.allReduce(recv, count, red, group_);
+  if (twoLevel_)
+    mesh_.allReduce(recv, count, red, *twoLevel_);
+  else
+    mesh_.allReduce(recv, count, red, group_);
 }
 
 void MpiGroupComm::reduceScatter(const void *send, void *recv, size_t count, int dtype,
                                  int64_t kind) {
-  mesh_.reduceScatter(send, recv, count, makeReducer(dtype, kind), group_);
+  if (twoLevel_)
+    mesh_.reduceScatter(send, recv, count, makeReducer(dtype, kind), *twoLevel_);
+  else
+    mesh_.reduceScatter(send, recv, count, makeReducer(dtype, kind), group_);
 }
 
 void MpiGroupComm::allGather(const void *send, void *recv, size_t count, int dtype) {
@@ -298,52 +361,118 @@ void MpiComm::countSent(size_t bytes, int dest, MPI_Comm comm) {
     stats_.bytesInterNode += bytes;
 }
 
-void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Group &grp) {
-  ++stats_.operations;
+namespace {
+/// Chunk i of `count` elements split over g members: count/g elements, one
+/// more when i < count%g (the compiler's ringAllReduceBytes counts the same).
+size_t chunkSize(size_t count, int g, int i) {
+  return count / g + (static_cast<size_t>(i) < count % g ? 1 : 0);
+}
+size_t chunkStart(size_t count, int g, int i) {
+  return static_cast<size_t>(i) * (count / g) + std::min<size_t>(i, count % g);
+}
+} // namespace
+
+void MpiComm::ringReduceScatterPass(char *d, size_t count, const Reducer &red,
+                                    const Group &grp) {
   const int g = grp.size, r = grp.index;
   const size_t e = red.elementSize;
-  if (g == 1) {
-    if (red.finish)
-      red.finish(data, count, 1);
-    return;
-  }
-  char *d = static_cast<char *>(data);
-  auto chunk = [&](int i) { return count / g + (static_cast<size_t>(i) < count % g ? 1 : 0); };
-  auto start = [&](int i) {
-    return static_cast<size_t>(i) * (count / g) + std::min<size_t>(i, count % g);
-  };
   const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
-  char *tmp = static_cast<char *>(scratch(chunk(0) * e));
-  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and
-  // combine it into ours; this member ends with chunk r+1 complete.
+  char *tmp = static_cast<char *>(scratch(chunkSize(count, g, 0) * e));
+  // At step s send chunk r-s, receive chunk r-s-1 and combine it into
+  // ours; this member ends with chunk r+1 complete.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s, g), rc = mod(r - s - 1, g);
-    exchange("all_reduce", d + start(sc) * e, chunk(sc) * e, next, tmp, chunk(rc) * e, prev,
-             grp.comm);
-    red.combine(d + start(rc) * e, tmp, chunk(rc));
+    exchange("all_reduce", d + chunkStart(count, g, sc) * e, chunkSize(count, g, sc) * e, next,
+             tmp, chunkSize(count, g, rc) * e, prev, grp.comm);
+    red.combine(d + chunkStart(count, g, rc) * e, tmp, chunkSize(count, g, rc));
   }
-  int own = mod(r + 1, g);
-  if (red.finish)
-    red.finish(d + start(own) * e, chunk(own), g);
-  // All-gather: at step s send chunk r-s+1, receive chunk r-s in place.
+}
+
+void MpiComm::ringAllGatherPass(char *d, size_t count, size_t e, const Group &grp) {
+  const int g = grp.size, r = grp.index;
+  const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
+  // At step s send chunk r-s+1, receive chunk r-s in place.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s + 1, g), rc = mod(r - s, g);
-    exchange("all_reduce", d + start(sc) * e, chunk(sc) * e, next, d + start(rc) * e,
-             chunk(rc) * e, prev, grp.comm);
+    exchange("all_reduce", d + chunkStart(count, g, sc) * e, chunkSize(count, g, sc) * e, next,
+             d + chunkStart(count, g, rc) * e, chunkSize(count, g, rc) * e, prev, grp.comm);
   }
+}
+
+void MpiComm::ringAllReduce(char *d, size_t count, const Reducer &red, const Group &grp,
+                            int finishOver) {
+  const int g = grp.size;
+  if (g == 1) {
+    if (red.finish)
+      red.finish(d, count, finishOver);
+    return;
+  }
+  ringReduceScatterPass(d, count, red, grp);
+  int own = mod(grp.index + 1, g);
+  if (red.finish)
+    red.finish(d + chunkStart(count, g, own) * red.elementSize, chunkSize(count, g, own),
+               finishOver);
+  ringAllGatherPass(d, count, red.elementSize, grp);
+}
+
+void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Group &grp) {
+  ++stats_.operations;
+  ringAllReduce(static_cast<char *>(data), count, red, grp, grp.size);
+}
+
+void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const TwoLevel &t) {
+  ++stats_.operations;
+  char *d = static_cast<char *>(data);
+  const Group &local = t.local;
+  const size_t e = red.elementSize;
+  ringReduceScatterPass(d, count, red, local);
+  // This member's chunk of the node's sum, reduced across the nodes and
+  // finished over the whole group.
+  int own = mod(local.index + 1, local.size);
+  ringAllReduce(d + chunkStart(count, local.size, own) * e, chunkSize(count, local.size, own),
+                red, t.cross, t.size);
+  ringAllGatherPass(d, count, e, local);
 }
 
 void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reducer &red,
                             const Group &grp) {
   ++stats_.operations;
+  ringReduceScatter(in, out, count, red, grp, grp.size);
+}
+
+void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reducer &red,
+                            const TwoLevel &t) {
+  ++stats_.operations;
+  const int n = t.cross.size, l = t.local.size;
+  const size_t bytes = count * red.elementSize;
+  // Pack the blocks by place on the node: place p's N blocks (one per node,
+  // in node order) together, so that the node's reduce-scatter gives its
+  // p-th member the node's sum of exactly the blocks of the members at
+  // place p, which the cross-node reduce-scatter then hands out.
+  if (packed_.size() < bytes * t.size)
+    packed_.resize(bytes * t.size);
+  if (partial_.size() < bytes * n)
+    partial_.resize(bytes * n);
+  const char *src = static_cast<const char *>(in);
+  for (int p = 0; p < l; ++p)
+    for (int k = 0; k < n; ++k)
+      if (bytes)
+        memcpy(packed_.data() + (static_cast<size_t>(p) * n + k) * bytes,
+               src + static_cast<size_t>(t.member[k * l + p]) * bytes, bytes);
+  ringReduceScatter(packed_.data(), partial_.data(), count * n, red, t.local, 0);
+  ringReduceScatter(partial_.data(), out, count, red, t.cross, t.size);
+}
+
+void MpiComm::ringReduceScatter(const void *in, void *out, size_t count, const Reducer &red,
+                                const Group &grp, int finishOver) {
   const int g = grp.size, r = grp.index;
   const size_t e = red.elementSize, bytes = count * e;
   const char *src = static_cast<const char *>(in);
   if (g == 1) {
     if (bytes)
       memmove(out, src, bytes);
-    if (red.finish)
-      red.finish(out, count, 1);
+    if (red.finish && finishOver)
+      red.finish(out, count, finishOver);
     return;
   }
   const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
@@ -360,8 +489,8 @@ void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reduc
       memcpy(dst, src + rb * bytes, bytes);
     red.combine(dst, tmp, count);
   }
-  if (red.finish)
-    red.finish(out, count, g);
+  if (red.finish && finishOver)
+    red.finish(out, count, finishOver);
 }
 
 void MpiComm::allGather(const void *in, void *out, size_t bytes, const Group &grp) {

@@ -65,6 +65,20 @@ struct Group {
   int size = 1;                  ///< g
   int index = 0;                 ///< this rank's group index
   std::vector<int> commRank;     ///< comm rank of each group index
+  std::vector<int> worldRank;    ///< world rank of each group index
+};
+
+/// A group laid on nodes of P consecutive world ranks, N nodes of L of its
+/// members each, for the two-level reductions (a dist reduction with
+/// ranks_per_node): `local` is this member's node (members in group-index
+/// order), `cross` the members at its place on every node (nodes in the
+/// order of their first member's group index); member[k * L + l] is the
+/// group index of the l-th member of the k-th node. The compiler counts
+/// the same placement (hpc::dist::twoLevels).
+struct TwoLevel {
+  Group local, cross;
+  std::vector<int> member;
+  int size = 1; ///< N * L, the whole group
 };
 
 /// Communication statistics since the last reset.
@@ -83,7 +97,10 @@ class MpiComm;
 /// owned by MpiComm::communicator().
 class MpiGroupComm final : public Communicator {
 public:
-  MpiGroupComm(MpiComm &mesh, const Group &group) : mesh_(mesh), group_(group) {}
+  /// With `twoLevel`, the reductions (allReduce, reduceScatter) run in two
+  /// levels over it; the other collectives are the group's flat ones.
+  MpiGroupComm(MpiComm &mesh, const Group &group, const TwoLevel *twoLevel = nullptr)
+      : mesh_(mesh), group_(group), twoLevel_(twoLevel) {}
 
   const char *transport() const override { return "mpi"; }
   int rank() const override { return group_.index; }
@@ -102,6 +119,7 @@ public:
 private:
   MpiComm &mesh_;
   const Group &group_;
+  const TwoLevel *twoLevel_;
 };
 
 class MpiComm {
@@ -123,8 +141,14 @@ public:
   /// The group of a collective over `axes` (mesh axis indices, in the
   /// listed order; no repeats). Throws hpcrt::Error for a bad list.
   const Group &group(const std::vector<int64_t> &axes);
-  /// The Communicator of that group (made once, owned here).
-  Communicator &communicator(const std::vector<int64_t> &axes);
+  /// The Communicator of that group (made once, owned here); with
+  /// `ranksPerNode` > 0 its reductions run in two levels over nodes of that
+  /// many consecutive world ranks (twoLevel).
+  Communicator &communicator(const std::vector<int64_t> &axes, int64_t ranksPerNode = 0);
+  /// `g` laid on nodes of `ranksPerNode` consecutive world ranks; fails
+  /// (hpcrt::Error) unless it spans several nodes with the same number,
+  /// more than one, of its members on each.
+  TwoLevel twoLevel(const Group &g, int64_t ranksPerNode) const;
 
   /// In-place ring all-reduce of `count` elements: a ring reduce-scatter
   /// then a ring all-gather over g chunks of the flattened data (chunk i
@@ -134,6 +158,14 @@ public:
   /// is group member j's); `out` receives this member's reduced block.
   void reduceScatter(const void *in, void *out, size_t count, const Reducer &r,
                      const Group &g);
+  /// The same reductions in two levels: a ring reduce-scatter among the
+  /// node's members, the ring all-reduce (reduce-scatter) of this member's
+  /// part among the members at its place on the other nodes, and (all-reduce)
+  /// a ring all-gather on the node. Results equal the flat ones up to the
+  /// order of the sum, and are bitwise the same on every member.
+  void allReduce(void *data, size_t count, const Reducer &r, const TwoLevel &t);
+  void reduceScatter(const void *in, void *out, size_t count, const Reducer &r,
+                     const TwoLevel &t);
   /// Ring all-gather: `out` receives g pieces of `bytes` bytes, piece j
   /// from group member j (this member's own piece is `in`).
   void allGather(const void *in, void *out, size_t bytes, const Group &g);
@@ -179,10 +211,13 @@ private:
   /// Communicator of each non-empty subset of the axes (bit mask).
   std::map<unsigned, MPI_Comm> subsetComms_;
   std::map<std::vector<int64_t>, Group> groups_;
-  std::map<std::vector<int64_t>, std::unique_ptr<MpiGroupComm>> communicators_;
+  std::map<std::pair<std::vector<int64_t>, int64_t>, std::unique_ptr<MpiGroupComm>>
+      communicators_;
+  std::map<std::pair<std::vector<int64_t>, int64_t>, std::unique_ptr<TwoLevel>> twoLevels_;
   std::vector<std::unique_ptr<char[]>> sendBuffers_;
   std::vector<MPI_Request> sendRequests_;
   std::vector<char> scratch_;
+  std::vector<char> packed_, partial_; ///< the two-level reduce-scatter's buffers
   CommStats stats_;
   std::vector<uint64_t> nodeOf_; ///< by world rank (setNodes; empty: unknown)
   /// World rank of each rank of a communicator the sends name peers in.
@@ -192,6 +227,17 @@ private:
   void countSent(size_t bytes, int dest, MPI_Comm comm);
 
   void *scratch(size_t bytes);
+  /// The ring all-reduce's two passes over g chunks of `count` elements of
+  /// `e` bytes: the reduce-scatter leaves member r with chunk r+1 (mod g)
+  /// reduced, not finished; the all-gather sends each member's chunk round.
+  void ringReduceScatterPass(char *data, size_t count, const Reducer &r, const Group &g);
+  void ringAllGatherPass(char *data, size_t count, size_t e, const Group &g);
+  /// Ring all-reduce; the reduced chunks are finished over `finishOver`
+  /// ranks (the whole group of a two-level reduction).
+  void ringAllReduce(char *data, size_t count, const Reducer &r, const Group &g, int finishOver);
+  /// Ring reduce-scatter; finished over `finishOver` ranks (0: not).
+  void ringReduceScatter(const void *in, void *out, size_t count, const Reducer &r,
+                         const Group &g, int finishOver);
   /// The communicator of the ranks that differ only on the axes in `mask`.
   MPI_Comm splitSubset(unsigned mask);
   /// Posts the receive and the send (each split in pieces MPI's int counts

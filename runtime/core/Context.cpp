@@ -451,6 +451,9 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
     auto bit = m.find("bytes_per_rank");
     if (bit != m.end() && bit->is_number_integer())
       bytesPerRank_ = bit->get<int64_t>();
+    auto ait = m.find("bytes_across_nodes");
+    if (ait != m.end() && ait->is_number_integer())
+      bytesAcrossNodes_ = ait->get<int64_t>();
     auto zit = m.find("zero");
     if (zit != m.end()) {
       if (!zit->is_number_integer() || zit->get<int64_t>() < 0 || zit->get<int64_t>() > 3)

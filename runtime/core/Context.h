@@ -209,6 +209,9 @@ public:
   int64_t meshRanks() const;
   /// The compiler's count of the bytes each rank sends per run (-1: none).
   int64_t plannedBytesPerRank() const { return bytesPerRank_; }
+  /// The compiler's count of the bytes all ranks together send per run to
+  /// a rank on another node (dist-hierarchical; -1: none).
+  int64_t plannedBytesAcrossNodes() const { return bytesAcrossNodes_; }
   /// The ZeRO stage the state is sharded by (dist-zero; 0: none).
   int64_t zeroStage() const { return zeroStage_; }
   /// The ranks per node the compiler laid the mesh on, node-major (ranks
@@ -347,6 +350,7 @@ private:
   std::vector<hpcrt::OpInfo> ops_;
   std::vector<hpcrt::MeshAxisInfo> mesh_;
   int64_t bytesPerRank_ = -1;
+  int64_t bytesAcrossNodes_ = -1;
   int64_t zeroStage_ = 0;
   int64_t ranksPerNode_ = 0;
   bool isTrainStep_ = false;

@@ -266,24 +266,11 @@ int runCommand(int argc, char **argv) {
   // Per-rank communication, per run (every run sends the same).
   if (mpi.active && o.verbose) {
     auto runs = static_cast<uint64_t>(o.warmup + o.iters);
-    const comm::CommStats &stats = mpi.comm->stats();
-    std::vector<uint64_t> all = mpi.allGather(
-        {stats.bytesSent / runs, stats.operations / runs, stats.bytesInterNode / runs});
+    std::vector<uint64_t> all = driver::gatherCommPer(mpi, mpi.comm->stats(), runs);
     if (root) {
       std::vector<comm::MeshAxis> mesh = mpi.comm->mesh();
       printf("ranks: %d (mesh %s)\n", mpi.size, comm::meshString(mesh).c_str());
-      for (int r = 0; r < mpi.size; ++r)
-        printf("comm: rank %d sent %llu bytes in %llu collectives per run (%llu across "
-               "nodes)\n",
-               r, static_cast<unsigned long long>(all[3 * r]),
-               static_cast<unsigned long long>(all[3 * r + 1]),
-               static_cast<unsigned long long>(all[3 * r + 2]));
-      if (ctx.plannedBytesPerRank() >= 0)
-        printf("comm: the compiler planned %lld bytes per rank per run%s\n",
-               static_cast<long long>(ctx.plannedBytesPerRank()),
-               static_cast<unsigned long long>(ctx.plannedBytesPerRank()) == all[0]
-                   ? ""
-                   : " (differs from rank 0's)");
+      driver::printCommPer(ctx, all, "run");
       fflush(stdout);
     }
   }

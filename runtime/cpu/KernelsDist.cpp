@@ -119,31 +119,43 @@ void copyIfApart(Tensor &y, const Tensor &x) {
     memmove(y.data, x.data, y.bytes);
 }
 
-// iattrs = [n, axes..., reduction]
+/// A reduction's ranks_per_node: 0 for the flat rings, else the node size
+/// its two levels run over (MpiComm::twoLevel).
+int64_t ranksPerNode(OpCall &c) {
+  int64_t p = c.i();
+  if (p < 0)
+    fail("ranks_per_node " + std::to_string(p) + " is negative");
+  return p;
+}
+
+// iattrs = [n, axes..., ranks_per_node, reduction]
 CommJob allReduce(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
+  int64_t perNode = ranksPerNode(c);
   int64_t kind = c.i();
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   checkShape(y, x.shape, "the result");
   comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
-  comm::Communicator &g = commOf(c).communicator(axes);
+  comm::Communicator &g = commOf(c).communicator(axes, perNode);
   return [&g, &x, &y, kind] {
     g.allReduce(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
   };
 }
 
-// iattrs = [n, axes..., dim, reduction]
+// iattrs = [n, axes..., dim, ranks_per_node, reduction]
 CommJob reduceScatter(OpCall &c) {
   c.expect(1, 1);
   std::vector<int64_t> axes = c.ivec();
-  int64_t dim = c.i(), kind = c.i();
+  int64_t dim = c.i();
+  int64_t perNode = ranksPerNode(c);
+  int64_t kind = c.i();
   Tensor &x = c.in(0), &y = c.out();
   checkSameDtype(x, y, "operand and result");
   int64_t d = normalizeAxis(dim, x.rank(), "dim");
   comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
-  comm::Communicator &g = commOf(c).communicator(axes);
+  comm::Communicator &g = commOf(c).communicator(axes, perNode);
   checkSplits(x.shape, d, g.size(), "dim");
   std::vector<int64_t> shape = x.shape;
   shape[d] /= g.size();

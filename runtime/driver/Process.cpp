@@ -321,6 +321,31 @@ std::vector<TraceEvent> gatherTrace(Context &ctx, MpiRun &mpi, double t0Us) {
 
 } // namespace
 
+std::vector<uint64_t> gatherCommPer(MpiRun &mpi, const comm::CommStats &stats, uint64_t units) {
+  units = std::max<uint64_t>(units, 1);
+  return mpi.allGather(
+      {stats.bytesSent / units, stats.operations / units, stats.bytesInterNode / units});
+}
+
+void printCommPer(const Context &ctx, const std::vector<uint64_t> &all, const char *unit) {
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  uint64_t across = 0;
+  for (size_t r = 0; 3 * r + 2 < all.size(); ++r) {
+    printf("comm: rank %zu sent %llu bytes in %llu collectives per %s (%llu across nodes)\n", r,
+           u(all[3 * r]), u(all[3 * r + 1]), unit, u(all[3 * r + 2]));
+    across += all[3 * r + 2];
+  }
+  if (ctx.plannedBytesPerRank() >= 0 && !all.empty())
+    printf("comm: the compiler planned %lld bytes per rank per %s%s\n",
+           static_cast<long long>(ctx.plannedBytesPerRank()), unit,
+           static_cast<uint64_t>(ctx.plannedBytesPerRank()) == all[0] ? ""
+                                                                      : " (differs from rank 0's)");
+  if (ctx.plannedBytesAcrossNodes() >= 0)
+    printf("comm: the compiler planned %lld bytes across nodes per %s (all ranks), the ranks "
+           "sent %llu\n",
+           static_cast<long long>(ctx.plannedBytesAcrossNodes()), unit, u(across));
+}
+
 void writeTrace(Context &ctx, MpiRun &mpi, const std::string &path, double t0Us,
                 bool verbose) {
   std::vector<TraceEvent> events;

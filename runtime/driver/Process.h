@@ -152,6 +152,16 @@ void runProgram(Context &ctx, MpiRun &mpi);
 /// exits 1).
 void finishRun(Context &ctx, MpiRun &mpi);
 
+/// Every rank's communication per `unit` (a run, a train step) from `stats`
+/// counted over `units` of them: bytes sent, operations, bytes to another
+/// node, three values a rank in rank order (collective under MPI).
+std::vector<uint64_t> gatherCommPer(MpiRun &mpi, const comm::CommStats &stats, uint64_t units);
+/// Prints (the caller is rank 0) `comm: rank R sent B bytes in K collectives
+/// per UNIT (C across nodes)` for each rank of `perRank` (gatherCommPer's),
+/// then the compiler's bytes_per_rank and bytes_across_nodes against them
+/// where the manifest has them.
+void printCommPer(const Context &ctx, const std::vector<uint64_t> &perRank, const char *unit);
+
 /// Writes the kernels' Chrome trace (`run --trace`, `train --trace`): the
 /// context's events, or under MPI every rank's (pid = rank, start times
 /// relative to `t0Us`, the barrier before the first run), by rank 0.

@@ -120,6 +120,7 @@ private:
   std::string onnxSource_; ///< the model --save-onnx rewrites
   double trainMs_ = 0;
   int64_t stepsRun_ = 0;
+  comm::CommStats stepComm_; ///< what the train steps' collectives sent (not eval)
   float lastLoss_ = NAN;
 
   bool resuming() const { return o_.resume || !o_.resumeFrom.empty(); }
@@ -339,11 +340,18 @@ StepReport Trainer::trainStep(int64_t step) {
   r.step = step;
   r.lr = schedule_.at(step);
   auto t0 = Clock::now();
+  comm::CommStats before = mpi_.comm ? mpi_.comm->stats() : comm::CommStats();
   data_->fill(ctx_, firstSample(step));
   feedStepInputs(step, r.lr);
   runProgram(ctx_, mpi_);
   finishRun(ctx_, mpi_);
   r.stepMs = msSince(t0);
+  if (mpi_.comm) {
+    const comm::CommStats &after = mpi_.comm->stats();
+    stepComm_.bytesSent += after.bytesSent - before.bytesSent;
+    stepComm_.bytesInterNode += after.bytesInterNode - before.bytesInterNode;
+    stepComm_.operations += after.operations - before.operations;
+  }
   if (step == killStep_) {
     fflush(stdout);
     raise(SIGKILL);
@@ -438,6 +446,13 @@ void Trainer::finish(double wallS) {
     });
   uint64_t peak = mpi_.maxOver(memory_.peak);
   uint64_t peakRss = mpi_.maxOver(peakRssBytes());
+  // Every rank's communication per step (collective).
+  std::vector<uint64_t> comm;
+  if (mpi_.comm)
+    comm = gatherCommPer(mpi_, stepComm_, static_cast<uint64_t>(stepsRun_));
+  uint64_t acrossNodes = 0;
+  for (size_t r = 0; 3 * r + 2 < comm.size(); ++r)
+    acrossNodes += comm[3 * r + 2];
   uint64_t dataBytes = data_->heldBytes() + (eval_ ? eval_->heldBytes() : 0);
   // The compiler's plan plus what the kernels' setup run allocated on this
   // CPU (oneDNN scratchpad, reordered weights), known since the start.
@@ -472,6 +487,8 @@ void Trainer::finish(double wallS) {
           .add("data_bytes", dataBytes)
           .add("ranks", static_cast<int64_t>(mpi_.size))
           .add("plan_hash", "\"" + plan_.planHash + "\"");
+      if (!comm.empty())
+        j.add("bytes_sent_per_step", comm[0]).add("bytes_across_nodes_per_step", acrossNodes);
       metrics_->line(j.text());
     }
     printf("trained steps %lld..%lld in %.3f s (%.3f ms/step, %.1f %s/s); final loss %.9g\n",
@@ -487,6 +504,8 @@ void Trainer::finish(double wallS) {
            static_cast<unsigned long long>(inputBytes(ctx_)),
            static_cast<unsigned long long>(kernelBytes),
            static_cast<unsigned long long>(peakRss));
+    if (o_.verbose && !comm.empty())
+      printCommPer(ctx_, comm, "step");
     if (!o_.save.empty())
       printf("saved: %s\n", o_.save.c_str());
     if (!o_.saveOnnx.empty())

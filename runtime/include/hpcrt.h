@@ -338,11 +338,13 @@
  *     axis       (send/recv) -> its mesh axis index;
  *     reduction  -> sum=0, max=1, min=2, prod=3, avg=4;
  *     dim, split_dim, concat_dim, root, offset -> one value each;
+ *     ranks_per_node (all_reduce, reduce_scatter) -> one value, 0 when
+ *                absent (the flat ring; P: in two levels, below);
  *     compression -> never encoded (the compiler applies it).
  *
  *   op              ids                 iattrs
- *   all_reduce      [1, y, 1, x]        [n, axes..., reduction]
- *   reduce_scatter  [1, y, 1, x]        [n, axes..., dim, reduction]
+ *   all_reduce      [1, y, 1, x]        [n, axes..., ranks_per_node, reduction]
+ *   reduce_scatter  [1, y, 1, x]        [n, axes..., dim, ranks_per_node, reduction]
  *   all_gather      [1, y, 1, x]        [n, axes..., dim]
  *   all_to_all      [1, y, 1, x]        [n, axes..., concat_dim, split_dim]
  *   broadcast       [1, y, 1, x]        [n, axes..., root]
@@ -415,10 +417,30 @@
  *                     sends B; that one sends 0.
  *     all_slice       0.
  *     send            B when there is a peer, else 0; recv 0.
- *   `./model run --verbose` prints, on rank 0, one line per rank
- *   `comm: rank R sent B bytes in K collectives per run`, K counting the
- *   collectives (all_slice excluded) and the sends and receives that had a
- *   peer, then the compiler's bytes_per_rank, when the manifest has it.
+ *   A reduction with ranks_per_node = P runs in two levels over nodes of P
+ *   consecutive world ranks: the group's members on one node (L of them,
+ *   in group-index order, place l) and the members at place l on each of
+ *   the N nodes (nodes in the order of their first member's group index,
+ *   place k) form two rings (every node holds L members, else an error):
+ *     all_reduce      the node's ring reduce-scatter pass over L chunks,
+ *                     the ring all_reduce of this member's chunk ((l+1) mod
+ *                     L) among the N members at place l, the node's ring
+ *                     all-gather pass: the flat formula for (n, L, l) to
+ *                     the node's next member, and for (chunk, N, k) to the
+ *                     next node's member at place l.
+ *     reduce_scatter  the blocks are packed by place (the N blocks of the
+ *                     members at place p together), the node's ring
+ *                     reduce-scatter of N-block pieces, then the ring
+ *                     reduce-scatter among the N members at place l:
+ *                     (L-1) * N * B/g, then (N-1) * B/g.
+ *   avg divides once, by the whole group. `./model run --verbose` prints,
+ *   on rank 0, one line per rank
+ *   `comm: rank R sent B bytes in K collectives per run (C across nodes)`,
+ *   K counting the collectives (all_slice excluded) and the sends and
+ *   receives that had a peer, C the bytes to a rank on another node (the
+ *   nodes MPI_COMM_TYPE_SHARED finds), then the compiler's bytes_per_rank,
+ *   when the manifest has it, and its bytes_across_nodes (all ranks
+ *   together) next to the ranks' sum of C, when the manifest has it.
  *
  *   Process model. With a mesh, `run` calls MPI_Init (thread level
  *   SERIALIZED: the main thread and the communication thread call MPI, one

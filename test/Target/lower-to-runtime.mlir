@@ -151,14 +151,30 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
 
 // -----
 
-// A collective's axes become mesh indices: [count, indices..., reduction].
+// A collective's axes become mesh indices: [count, indices...,
+// ranks_per_node (0: flat), reduction].
 // CHECK-LABEL: module attributes {dist.mesh
 // CHECK: llvm.call @hpcrt_all_reduce(
-// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 1, 0]> : tensor<3xi64>)
+// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 1, 0, 0]> : tensor<4xi64>)
 module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 2 : intra_node>} {
   func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     %y = dist.all_reduce %x over ["tp"] sum : tensor<4xf32> -> tensor<4xf32>
     return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// In two levels over nodes of 2 ranks (dist-hierarchical): the node size
+// in its place; reduce_scatter's after its dim.
+// CHECK-LABEL: module attributes {dist.mesh
+// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 0, 2, 4]> : tensor<4xi64>)
+// CHECK: llvm.mlir.global internal constant @{{iattrs[0-9]+}}(dense<[1, 0, 0, 2, 0]> : tensor<5xi64>)
+module attributes {dist.mesh = #dist.mesh<dp = 4 : inter_node>} {
+  func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<1xf32>) {
+    %y = dist.all_reduce %x over ["dp"] avg {ranks_per_node = 2 : i64} : tensor<4xf32> -> tensor<4xf32>
+    %z = dist.reduce_scatter %x over ["dp"] sum dim 0 {ranks_per_node = 2 : i64} : tensor<4xf32> -> tensor<1xf32>
+    return %y, %z : tensor<4xf32>, tensor<1xf32>
   }
 }
 

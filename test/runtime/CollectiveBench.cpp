@@ -15,7 +15,12 @@
 // (all_gather, reduce_scatter, all_to_all), * 1 (broadcast). time is the
 // mean over the timed iterations of the slowest rank.
 //
-// usage: mpirun -n N hpcrt-collective-bench [MIN_BYTES [MAX_BYTES [FACTOR]]]
+// With RANKS_PER_NODE (the ranks laid node-major on nodes of that many,
+// as on the two-node cluster), all_reduce and reduce_scatter are also timed
+// in two levels (MpiComm's TwoLevel: within each node, then across), with
+// MPI's same call beside them.
+//
+// usage: mpirun -n N hpcrt-collective-bench [MIN_BYTES [MAX_BYTES [FACTOR [RANKS_PER_NODE]]]]
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +77,7 @@ int main(int argc, char **argv) {
   size_t minBytes = argc > 1 ? strtoull(argv[1], nullptr, 10) : 1024;
   size_t maxBytes = argc > 2 ? strtoull(argv[2], nullptr, 10) : size_t(64) << 20;
   size_t factor = argc > 3 ? strtoull(argv[3], nullptr, 10) : 4;
+  int64_t perNode = argc > 4 ? strtoll(argv[4], nullptr, 10) : 0;
   if (minBytes < 4 * static_cast<size_t>(n) || factor < 2) {
     if (rank == 0)
       fprintf(stderr, "hpcrt-collective-bench: MIN_BYTES must be >= 4 * ranks, FACTOR >= 2\n");
@@ -104,11 +110,12 @@ int main(int argc, char **argv) {
         double factor;
         Result rt, mpi;
         bool same = true;
-      } rows[5] = {{"all_reduce", 2 * (nn - 1) / nn},
-                   {"reduce_scatter", (nn - 1) / nn},
-                   {"all_gather", (nn - 1) / nn},
-                   {"all_to_all", (nn - 1) / nn},
-                   {"broadcast", 1.0}};
+      };
+      std::vector<Row> rows = {{"all_reduce", 2 * (nn - 1) / nn},
+                               {"reduce_scatter", (nn - 1) / nn},
+                               {"all_gather", (nn - 1) / nn},
+                               {"all_to_all", (nn - 1) / nn},
+                               {"broadcast", 1.0}};
       // Correctness once: the runtime's result equals MPI's (exact sums).
       auto agree = [&](const float *x, const float *y, size_t k) {
         return memcmp(x, y, k * 4) == 0;
@@ -166,6 +173,25 @@ int main(int argc, char **argv) {
       rows[4].mpi.seconds = timeIt(iters, [&] {
         MPI_Bcast(c.data(), static_cast<int>(count), MPI_FLOAT, 0, MPI_COMM_WORLD);
       });
+      if (perNode > 0) {
+        Communicator &two = comm.communicator({0}, perNode);
+        rows.push_back({"all_reduce (2 levels)", 2 * (nn - 1) / nn});
+        rows.push_back({"reduce_scatter (2 levels)", (nn - 1) / nn});
+        Row &ar = rows[rows.size() - 2], &rs = rows.back();
+        two.allReduce(a.data(), b.data(), count, HPCRT_F32, 0);
+        MPI_Allreduce(a.data(), c.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+        ar.same = agree(b.data(), c.data(), count);
+        two.reduceScatter(a.data(), b.data(), piece, HPCRT_F32, 0);
+        MPI_Reduce_scatter_block(a.data(), c.data(), static_cast<int>(piece), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD);
+        rs.same = agree(b.data(), c.data(), piece);
+        ar.rt.seconds = timeIt(iters, [&] { two.allReduce(a.data(), b.data(), count, HPCRT_F32, 0); });
+        ar.mpi = rows[0].mpi;
+        rs.rt.seconds =
+            timeIt(iters, [&] { two.reduceScatter(a.data(), b.data(), piece, HPCRT_F32, 0); });
+        rs.mpi = rows[1].mpi;
+      }
       for (Row &r : rows) {
         int mine = r.same ? 0 : 1, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

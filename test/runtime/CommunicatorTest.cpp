@@ -36,6 +36,26 @@ void run(int size) {
     checkCommunicator(mpi.communicator({0, 1}), "mpi", "mesh a x b, over a, b", host);
     checkCommunicator(mpi.communicator({1, 0}), "mpi", "mesh a x b, over b, a", host);
   }
+  if (size == 4) {
+    // Two levels on nodes of 2 ranks: over a 1-D mesh (each node's members
+    // consecutive), and over b, a of a 2 x 2 mesh, where group indices 0
+    // and 2 are node 0's (the blocks of a node are not consecutive).
+    MpiComm line({{"x", 4, "inter_node"}}, MPI_COMM_WORLD);
+    checkCommunicator(line.communicator({0}, 2), "mpi", "mesh x, two levels", host);
+    expect(&line.communicator({0}, 2) != &line.communicator({0}),
+           "the two-level communicator is not the flat one");
+    MpiComm grid({{"a", 2, "inter_node"}, {"b", 2, "intra_node"}}, MPI_COMM_WORLD);
+    checkCommunicator(grid.communicator({1, 0}, 2), "mpi", "mesh a x b, over b, a, two levels",
+                      host);
+    // b's members share a node: no second level to run over.
+    bool refused = false;
+    try {
+      grid.communicator({1}, 2);
+    } catch (const Error &e) {
+      refused = std::string(e.what()).find("do not lie on several nodes") != std::string::npos;
+    }
+    expect(refused, "a group on one node has no two levels");
+  }
 }
 
 void barrier(const char *what) {

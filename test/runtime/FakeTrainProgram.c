@@ -122,7 +122,7 @@ void hpc_program_run(hpcrt_ctx *ctx) {
 #ifdef FAKE_TRAIN_DP
   {
     static const int32_t ids[] = {1, 17, 1, 16};
-    static const int64_t iattrs[] = {1, 0, 0};
+    static const int64_t iattrs[] = {1, 0, 0, 0}; /* dp, flat, sum */
     hpcrt_all_reduce(ctx, 0, ids, iattrs, 0, 0);
   }
 #else

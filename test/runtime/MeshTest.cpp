@@ -111,7 +111,7 @@ TEST(Mesh, PlacementCheck) {
 
 TEST(Mesh, DistKernelWithoutMeshOrCommunicator) {
   const int32_t ids[] = {1, 1, 1, 0};
-  const int64_t ia[] = {1, 0, 0};
+  const int64_t ia[] = {1, 0, 0, 0}; // axes [0], ranks_per_node 0 (flat), sum
   {
     Context c(distModel(false).dump());
     c.prepare();

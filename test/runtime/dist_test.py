@@ -36,6 +36,8 @@ DTYPES = {  # name: (code, numpy storage dtype, element bytes)
     "i8": (3, np.int8, 1), "u8": (2, np.uint8, 1), "bool": (9, np.bool_, 1),
 }
 SUM, MAX, MIN, PROD, AVG = range(5)
+# A reduction's ranks_per_node: 0 runs the flat rings (hpcrt.h).
+FLAT = 0
 
 
 def check(cond, what):
@@ -230,10 +232,10 @@ def simulate(prog, inputs):
             dt = prog.info[src][0]
             out = o["results"][0]
             if kind == "dist.all_reduce":
-                y = reduce_values([state[m][src] for m in members], rest[0], dt)
+                y = reduce_values([state[m][src] for m in members], rest[1], dt)
                 sent[r] += chunk_bytes_all_reduce(x.size, g, idx, x.itemsize)
             elif kind == "dist.reduce_scatter":
-                dim, red = rest
+                dim, _, red = rest
                 full = reduce_values([state[m][src] for m in members], red, dt)
                 y = np.split(full, g, axis=dim)[idx]
                 sent[r] += (g - 1) * y.nbytes
@@ -386,14 +388,14 @@ def collectives_program(mesh, dt, axes_lists, reductions):
         ax = [len(axes), *axes]
         for red in reductions:
             t = p.tensor(dt, (2, 4, 6))
-            p.op("dist.all_reduce", [t], [a], [*ax, red])
+            p.op("dist.all_reduce", [t], [a], [*ax, FLAT, red])
             out(t, f"ar{red}_{tag}")
         t = p.tensor(dt, (2, 4 // g, 6))
-        p.op("dist.reduce_scatter", [t], [a], [*ax, 1, reductions[0]])
+        p.op("dist.reduce_scatter", [t], [a], [*ax, 1, FLAT, reductions[0]])
         out(t, f"rs1_{tag}")
         if 2 % g == 0:
             t = p.tensor(dt, (2 // g, 4, 6))
-            p.op("dist.reduce_scatter", [t], [a], [*ax, 0, reductions[-1]])
+            p.op("dist.reduce_scatter", [t], [a], [*ax, 0, FLAT, reductions[-1]])
             out(t, f"rs0_{tag}")
         for dim in (0, 1, 2):
             shape = [2, 4, 6]
@@ -459,13 +461,13 @@ def test_uneven_and_bytes(env, rng):
     a = p.tensor("f32", (7,))
     p.op("dist.all_slice", [a], [x], [*both, 0])
     s = p.tensor("f32", (7,))
-    p.op("dist.all_reduce", [s], [a], [*both, SUM])
+    p.op("dist.all_reduce", [s], [a], [*both, FLAT, SUM])
     g = p.tensor("f32", (28,))
     p.op("dist.all_gather", [g], [s], [*both, 0])
     p.output("sum", g)
     e = p.input("e", "f32", (0, 3))
     es = p.tensor("f32", (0, 3))
-    p.op("dist.all_reduce", [es], [e], [*both, SUM])
+    p.op("dist.all_reduce", [es], [e], [*both, FLAT, SUM])
     p.output("empty", es)
     # Rank 0: 2+2+2 (reduce-scatter) + 2+1+2 (all-gather) chunks... as simulated.
     _, sent, _ = simulate(p, {"x": np.zeros(28, np.float32), "e": np.zeros((0, 3), np.float32)})
@@ -487,7 +489,7 @@ def test_large(env, rng):
     p.op("dist.all_slice", [a], [x], [*both, 0])
     for label, opname, ia in (("bc", "dist.broadcast", [*both, 2]),
                               ("bc_tp", "dist.broadcast", [1, 1, 1]),
-                              ("ar", "dist.all_reduce", [*both, SUM])):
+                              ("ar", "dist.all_reduce", [*both, FLAT, SUM])):
         t = p.tensor("f32", (1, n))
         p.op(opname, [t], [a], ia)
         g = p.tensor("f32", (4, n))
@@ -509,7 +511,7 @@ def test_bitwise_identical(env, rng):
     outs = {}
     for label, red, dt in (("sum", SUM, "f32"), ("avg", AVG, "f32")):
         s = p.tensor(dt, (1, n))
-        p.op("dist.all_reduce", [s], [a], [*both, red])
+        p.op("dist.all_reduce", [s], [a], [*both, FLAT, red])
         g = p.tensor(dt, (4, n))
         p.op("dist.all_gather", [g], [s], [*both, 0])
         p.output(label, g)
@@ -555,7 +557,7 @@ def test_errors(env, rng):
     p = Program(mesh)
     x = p.input("x", "f32", (4, 2))
     s = p.tensor("f32", (4, 2))
-    p.op("dist.all_reduce", [s], [x], [*both, SUM])
+    p.op("dist.all_reduce", [s], [x], [*both, FLAT, SUM])
     p.output("s", s)
     d, exe = env.build(p, "ok4")
     np.save(f"{d}/x.npy", np.ones((4, 2), np.float32))
@@ -604,7 +606,7 @@ def test_errors(env, rng):
     rows = p.tensor("f32", (1, 2))
     p.op("hpc.gather", [rows], [data, mine], [0])
     s = p.tensor("f32", (1, 2))
-    p.op("dist.all_reduce", [s], [rows], [1, 0, SUM])
+    p.op("dist.all_reduce", [s], [rows], [1, 0, FLAT, SUM])
     p.output("s", s)
     d, exe = env.build(p, "rank1_error")
     np.save(f"{d}/data.npy", np.ones((3, 2), np.float32))
@@ -633,7 +635,7 @@ def test_errors(env, rng):
     p = Program([("dp", 2)])
     x = p.input("x", "f32", (2,))
     y = p.tensor("f32", (2,))
-    p.op("dist.all_reduce", [y], [x], [1, 0, SUM])
+    p.op("dist.all_reduce", [y], [x], [1, 0, FLAT, SUM])
     p.output("y", y)
     src = p.c_source().replace('\\"name\\": \\"dist.all_reduce\\"', '\\"name\\": \\"dist.all_gather\\"')
     d = os.path.join(env.tmp, "bad_name")
@@ -652,7 +654,7 @@ def test_errors(env, rng):
     p = Program([])
     x = p.input("x", "f32", (2,))
     y = p.tensor("f32", (2,))
-    p.op("dist.all_reduce", [y], [x], [0, SUM])
+    p.op("dist.all_reduce", [y], [x], [0, FLAT, SUM])
     p.output("y", y)
     d, exe = env.build(p, "no_mesh")
     np.save(f"{d}/x.npy", np.ones(2, np.float32))

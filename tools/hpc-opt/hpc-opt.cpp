@@ -93,6 +93,15 @@ static llvm::cl::opt<std::string> clusterSpec(
                    "JSON file; with --mesh, evaluates that plan instead"),
     llvm::cl::init(""), llvm::cl::cat(searchCategory));
 
+static llvm::cl::opt<std::string> hierarchicalFlag(
+    "hierarchical",
+    llvm::cl::desc("With --cluster and a mesh: run the reductions whose ranks span nodes "
+                   "in two levels, a reduce-scatter within each node, the reduction of "
+                   "each rank's part across the nodes, an all-gather within the node. "
+                   "auto (default): where the cluster's cost model predicts it faster; "
+                   "on; off (flat rings)"),
+    llvm::cl::init("auto"), llvm::cl::cat(searchCategory));
+
 static llvm::cl::opt<bool> autoParallel(
     "auto-parallel",
     llvm::cl::desc("Search the hybrid-parallel strategy for --cluster"),
@@ -161,6 +170,7 @@ static void partitionOptions(hpc::CompileOptions &options) {
   options.zero = zeroFlag.empty() ? 0 : std::stoll(zeroFlag);
   // The cluster planned for also sizes the automatic gradient buckets.
   options.cluster = clusterSpec;
+  options.hierarchical = hierarchicalFlag;
 }
 
 static llvm::cl::opt<bool> noFuse(
@@ -640,6 +650,11 @@ int main(int argc, char **argv) {
       return userError("--zero fixes the ZeRO stage; --auto-parallel compiles the one its "
                        "search chooses: use one of them");
   }
+  if (hierarchicalFlag != "auto" && hierarchicalFlag != "on" && hierarchicalFlag != "off")
+    return userError("--hierarchical must be auto, on or off, not '" + hierarchicalFlag + "'");
+  if (hierarchicalFlag == "on" && (clusterSpec.empty() || (meshSpec.empty() && !autoParallel)))
+    return userError("--hierarchical=on needs --cluster (the nodes the ranks are laid on) "
+                     "and a mesh (--mesh or --auto-parallel)");
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())
