@@ -31,13 +31,6 @@ using namespace hpc::dist;
 
 namespace {
 
-SmallVector<StringRef> axisNames(ArrayAttr axes) {
-  SmallVector<StringRef> names;
-  for (Attribute a : axes)
-    names.push_back(cast<StringAttr>(a).getValue());
-  return names;
-}
-
 struct DistHierarchical : hpc::impl::DistHierarchicalBase<DistHierarchical> {
   using DistHierarchicalBase::DistHierarchicalBase;
 

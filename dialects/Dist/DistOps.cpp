@@ -36,8 +36,7 @@ int64_t hpc::dist::bytesOf(Type type) {
   return t.getNumElements() * bits / 8;
 }
 
-/// Axis names of a collective's `axes` attribute.
-static SmallVector<StringRef> axesOf(ArrayAttr axes) {
+SmallVector<StringRef> hpc::dist::axisNames(ArrayAttr axes) {
   SmallVector<StringRef> names;
   for (Attribute a : axes)
     names.push_back(cast<StringAttr>(a).getValue());
@@ -369,7 +368,7 @@ static LogicalResult verifyCollective(Operation *op, Kind kind, Type inputType,
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
   if (ranksPerNode &&
-      !twoLevels(*mesh, axesOf(axesAttr), static_cast<int64_t>(*ranksPerNode)))
+      !twoLevels(*mesh, axisNames(axesAttr), static_cast<int64_t>(*ranksPerNode)))
     return op->emitOpError("ranks_per_node = ")
            << *ranksPerNode << ": the groups over " << joined(axes)
            << " do not lie on several nodes of that many ranks with the same number "

@@ -40,6 +40,9 @@ verifySharding(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
                ShardingAttr sharding, mlir::RankedTensorType type,
                MeshAttr mesh);
 
+/// The axis names of a collective's `axes` attribute, in order.
+llvm::SmallVector<llvm::StringRef> axisNames(mlir::ArrayAttr axes);
+
 /// Product of the sizes of `axes` in `mesh` (the group size of a collective).
 int64_t groupSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
 
