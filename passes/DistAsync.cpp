@@ -39,11 +39,12 @@ Operation *startOf(OpBuilder &b, Operation *op) {
   if (auto o = dyn_cast<AllReduceOp>(op))
     return AllReduceStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
                                     o.getReductionAttr(), o.getCompressionAttr(),
-                                    o.getRanksPerNodeAttr());
+                                    o.getRanksPerNodeAttr(), o.getFeedback());
   if (auto o = dyn_cast<ReduceScatterOp>(op))
     return ReduceScatterStartOp::create(b, loc, token(o.getResult()), o.getInput(),
                                         o.getAxes(), o.getReductionAttr(), o.getDimAttr(),
-                                        o.getCompressionAttr(), o.getRanksPerNodeAttr());
+                                        o.getCompressionAttr(), o.getRanksPerNodeAttr(),
+                                        o.getFeedback());
   if (auto o = dyn_cast<AllGatherOp>(op))
     return AllGatherStartOp::create(b, loc, token(o.getResult()), o.getInput(), o.getAxes(),
                                     o.getDimAttr(), o.getCompressionAttr());
@@ -122,6 +123,12 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         at = std::next(def->getIterator());
       else if (!def && cast<BlockArgument>(input).getOwner() == block)
         at = block->begin();
+      // ... and after its other operands (a compressed reduction's
+      // error-feedback state).
+      for (Value other : op->getOperands().drop_front())
+        if (Operation *d = other.getDefiningOp();
+            d && d->getBlock() == block && (at == block->end() || !d->isBeforeInBlock(&*at)))
+          at = std::next(d->getIterator());
       // ... and after every op before it that writes the operand in place
       // (a ZeRO update of its rows, gathered next).
       for (Operation *user : input.getUsers())

@@ -174,14 +174,14 @@ void fuse(ArrayRef<Member> bucket) {
     Value mine = ReduceScatterOp::create(b, loc, RankedTensorType::get({1, total}, element),
                                          joined, scatter.getAxes(), scatter.getReductionAttr(),
                                          b.getI64IntegerAttr(0), Attribute(),
-                                         scatter.getRanksPerNodeAttr());
+                                         scatter.getRanksPerNodeAttr(), Value());
     reduced = reshaped(b, loc, mine, RankedTensorType::get({total}, element));
   } else {
     auto whole = RankedTensorType::get({total}, element);
     Value joined = hpc::ConcatOp::create(b, loc, whole, flat, b.getI64IntegerAttr(0));
     auto ar = cast<AllReduceOp>(head);
     reduced = AllReduceOp::create(b, loc, whole, joined, ar.getAxes(), ar.getReductionAttr(),
-                                  Attribute(), ar.getRanksPerNodeAttr());
+                                  Attribute(), ar.getRanksPerNodeAttr(), Value());
   }
   SmallVector<Type> pieces;
   for (int64_t n : sizes)

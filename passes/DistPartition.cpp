@@ -111,13 +111,13 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
         cur = counted(ReduceScatterOp::create(
             b, loc, out, cur, axesAttr(b, pending),
             ReductionKindAttr::get(&getContext(), ReductionKind::sum),
-            b.getI64IntegerAttr(scatterDim), Attribute(), IntegerAttr()));
+            b.getI64IntegerAttr(scatterDim), Attribute(), IntegerAttr(), Value()));
         from.dims[scatterDim] = pending;
       } else {
         cur = counted(AllReduceOp::create(
             b, loc, type(), cur, axesAttr(b, pending),
             ReductionKindAttr::get(&getContext(), ReductionKind::sum), Attribute(),
-            IntegerAttr()));
+            IntegerAttr(), Value()));
       }
       from.partial.clear();
     }

@@ -64,8 +64,14 @@ FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
   StringRef opName = op->getName().getStringRef();
   for (StringRef name : names) {
     Attribute a = attrs.get(name);
-    if (isDist && name == "compression")
-      continue; // compression is applied by the compiler, not encoded
+    if (isDist && name == "compression") {
+      // A codec the runtime's reductions run: a string, "int8_block:B".
+      if (auto int8 = dyn_cast_or_null<hpc::dist::Int8BlockAttr>(a))
+        out.strings.push_back("int8_block:" + std::to_string(int8.getBlock()));
+      else if (a)
+        return op->emitOpError("has a compression the runtime lacks: ") << a, failure();
+      continue;
+    }
     if (name == "operandSegmentSizes")
       continue; // the operand ids keep every optional operand's place
     if (isDist && name == "axes") {

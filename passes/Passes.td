@@ -640,6 +640,52 @@ def DistHierarchical : Pass<"dist-hierarchical", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::dist::DistDialect"];
 }
 
+def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
+  let summary = "Compress the gradient reductions' hop across nodes (int8 blocks, error feedback)";
+  let description = [{
+    Runs after dist-hierarchical, before dist-async-collectives. A gradient
+    reduction (an f32 sum or avg all_reduce or reduce_scatter whose result
+    reaches an optimizer update's gradient through data movement, at least
+    one block of values) is compressible when its hop across nodes is its
+    own: the cross-node reduction of a two-level one (`ranks_per_node`), or
+    a flat one whose members all lie on different nodes; with no nodes
+    known (no module `dist.ranks_per_node`) the whole group counts as the
+    hop. `mode=int8` compresses every compressible one with
+    `#dist.int8_block<block = B>` (`block`, default 256: 0.254x of the
+    hop's f32 bytes); `auto` (default) those where the cost model of
+    `cluster` predicts the link time saved above the codec's time (memory
+    passes at the device's bandwidth; without a cluster, none); `none`
+    none. With `error-feedback` (default) every compressed reduction gets
+    its residual, an `hpc.variable "dist.error_feedback.K" {role =
+    "error_feedback"}` of hpc::dist::errorFeedbackElements f32 values,
+    zero at start, checkpointed with the rest of the state.
+
+    It prints `dist-compress: K of M reductions across nodes compressed (int8
+    blocks of B, error feedback on|off); per step the ranks send X bytes
+    across nodes (uncompressed: X0), error-feedback state E bytes a rank; predicted hop time C s compressed vs U s (codec D s)`,
+    with the reason when none is, recounts `dist.bytes_across_nodes`,
+    `dist.bytes_within_nodes` and `dist.bytes_per_rank`, and sets
+    `dist.error_feedback_bytes`. `mode=int8` with nothing to compress is an
+    error.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto (the cost model decides), none, or int8 (every compressible reduction)">,
+    Option<"block", "block", "int64_t", /*default=*/"256",
+           "Values per f32 scale of the int8 blocks">,
+    Option<"errorFeedback", "error-feedback", "bool", /*default=*/"true",
+           "Keep each compressed reduction's rounding error and add it to the next step's">,
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
+           "The cluster (PRESET:NODES or a cluster JSON file) whose cost model decides "
+           "in auto mode">
+  ];
+  let statistics = [
+    Statistic<"compressedReductions", "compressed-reductions",
+              "Reductions whose cross-node hop is compressed">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
+}
+
 def DistZero : Pass<"dist-zero", "mlir::ModuleOp"> {
   let summary = "ZeRO: shard a train step's optimizer state (and gradients) over dp";
   let description = [{

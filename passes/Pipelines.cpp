@@ -84,7 +84,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::ArrayRef<std::string> shard,
                                  bool asyncCollectives, int64_t bucketBytes,
                                  int64_t zeroStage, llvm::StringRef bucketCluster,
-                                 int64_t ranksPerNode, llvm::StringRef hierarchical) {
+                                 int64_t ranksPerNode, llvm::StringRef hierarchical,
+                                 llvm::StringRef compress, bool errorFeedback) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -113,6 +114,14 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
     levels.cluster = bucketCluster.str();
     pm.addPass(createDistHierarchical(levels));
   }
+  // On the final reductions (buckets, levels), before their starts.
+  if (compress != "none") {
+    DistCompressOptions codec;
+    codec.mode = compress.str();
+    codec.errorFeedback = errorFeedback;
+    codec.cluster = bucketCluster.str();
+    pm.addPass(createDistCompress(codec));
+  }
   if (asyncCollectives)
     pm.addPass(createDistAsyncCollectives());
 }
@@ -126,7 +135,9 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
   bool async = options.asyncCollectives || (options.train && options.overlap);
   buildPartitionPipeline(pm, options.mesh, options.shard, async, bucketBytes,
                          options.train ? int64_t(options.zero) : 0, options.cluster,
-                         options.ranksPerNode, options.hierarchical);
+                         options.ranksPerNode, options.hierarchical,
+                         options.train ? llvm::StringRef(options.compress) : "none",
+                         options.errorFeedback);
 }
 
 void hpc::registerPipelines() {

@@ -176,6 +176,11 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
     OpBuilder b(op);
     Location loc = op->getLoc();
     Type type = op->getNumResults() ? op->getResult(0).getType() : Type();
+    // Upstream shard has no codecs: a compressed reduction would silently
+    // become an exact one.
+    if (op->getAttr("compression"))
+      return op->emitOpError("is compressed; the shard dialect has no compressed collectives"),
+             failure();
     if (auto o = dyn_cast<AllReduceOp>(op))
       return Value(shd::AllReduceOp::create(b, loc, type, kGridName, gridAxes(o.getAxes()),
                                             o.getInput(), toShard(o.getReduction())));
@@ -414,7 +419,7 @@ struct ShardToDist : hpc::impl::ConvertShardToDistBase<ShardToDist> {
         return failure();
       return Value(AllReduceOp::create(b, loc, o.getType(), o.getInput(),
                                        axesAttr(o.getGridAxes()), *k, Attribute(),
-                                       IntegerAttr()));
+                                       IntegerAttr(), Value()));
     }
     if (auto o = dyn_cast<shd::ReduceScatterOp>(op)) {
       auto k = kind(o.getReduction());
@@ -423,7 +428,7 @@ struct ShardToDist : hpc::impl::ConvertShardToDistBase<ShardToDist> {
       return Value(ReduceScatterOp::create(b, loc, o.getType(), o.getInput(),
                                            axesAttr(o.getGridAxes()), *k,
                                            dim(o.getScatterAxis()), Attribute(),
-                                           IntegerAttr()));
+                                           IntegerAttr(), Value()));
     }
     if (auto o = dyn_cast<shd::AllGatherOp>(op))
       return Value(AllGatherOp::create(b, loc, o.getType(), o.getInput(),

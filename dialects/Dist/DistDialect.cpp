@@ -4,6 +4,7 @@
 // attributes:
 //   #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_node>
 //   #dist.sharding<[[dp], [], [tp]], partial = sum[tp]>
+//   #dist.int8_block<block = 256>
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,6 +132,30 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis '" << name.getValue()
                          << "' must have a positive size, not " << size;
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Int8BlockAttr
+//===----------------------------------------------------------------------===//
+
+Attribute Int8BlockAttr::parse(AsmParser &parser, Type) {
+  int64_t block = kDefaultInt8Block;
+  if (succeeded(parser.parseOptionalLess()) &&
+      (parser.parseKeyword("block") || parser.parseEqual() || parser.parseInteger(block) ||
+       parser.parseGreater()))
+    return {};
+  return parser.getChecked<Int8BlockAttr>(parser.getContext(), block);
+}
+
+void Int8BlockAttr::print(AsmPrinter &printer) const {
+  printer << "<block = " << getBlock() << ">";
+}
+
+LogicalResult Int8BlockAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t block) {
+  if (block < 1 || block > (int64_t(1) << 24))
+    return emitError() << "int8_block: block must be in [1, 16777216], not " << block;
   return success();
 }
 

@@ -110,6 +110,30 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
   }];
 }
 
+def Dist_Int8BlockAttr : Dist_Attr<"Int8Block", "int8_block"> {
+  let summary = "A reduction's compression: int8 values in blocks with one f32 scale each";
+  let description = [{
+    On a `dist.all_reduce` or `dist.reduce_scatter` (f32, sum or avg) as its
+    `compression`: the hop it applies to (the cross-node one of a two-level
+    reduction, else the whole group) sends each block of `block` values
+    (default 256) as one f32 scale (the block's largest magnitude / 127) and
+    one int8 per value, rounded to nearest, ZeRO++'s block quantization.
+    The reduction runs as an all-to-all of the quantized pieces, each member
+    summing the pieces of its part in group order, then (all_reduce) an
+    all-gather of the quantized sums, so every member holds bitwise the same
+    result. With an error-feedback operand the rounding error of what a
+    rank sent is added to what it sends next step.
+
+    ```mlir
+    #dist.int8_block
+    #dist.int8_block<block = 128>
+    ```
+  }];
+  let parameters = (ins "int64_t":$block);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
 def Dist_TokenType : TypeDef<Dist_Dialect, "Token"> {
   let mnemonic = "token";
   let summary = "An in-flight asynchronous collective";

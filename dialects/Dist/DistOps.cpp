@@ -55,6 +55,19 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes, in
   return elements * elementBytes;
 }
 
+int64_t hpc::dist::int8BlockBytes(int64_t n, int64_t block) {
+  return n <= 0 ? 0 : n + 4 * ((n + block - 1) / block);
+}
+
+/// Chunk c of n values split over g members (MpiComm's chunkSize).
+static int64_t chunkOf(int64_t n, int64_t g, int64_t c) { return n / g + (c < n % g ? 1 : 0); }
+
+/// The codec block of a compressed reduction (0: not compressed).
+static int64_t codecBlock(Attribute compression) {
+  auto int8 = dyn_cast_or_null<Int8BlockAttr>(compression);
+  return int8 ? int8.getBlock() : 0;
+}
+
 /// Mesh axis indices of a collective's `axes` attribute.
 static SmallVector<int64_t> axisIndices(MeshAttr mesh, ArrayAttr axes) {
   SmallVector<int64_t> out;
@@ -217,6 +230,34 @@ SentBytes hpc::dist::bytesSentByRank(Operation *op, int64_t rank, int64_t ranksP
       Placed p = perNode ? place(members, i, int64_t(*perNode)) : Placed();
       int64_t L = int64_t(p.local.size()), N = int64_t(p.cross.size());
       int64_t localNext = L ? p.local[(p.l + 1) % L] : 0, crossNext = N ? p.cross[(p.k + 1) % N] : 0;
+      bool twoLevel = L >= 2 && N >= 2;
+      // A compressed hop (the cross-node one, or the whole group) is an
+      // all-to-all of int8 pieces: piece j of the hop's values to member j,
+      // then (all_reduce) this member's quantized sum to every other.
+      if (int64_t block = codecBlock(o.getCompressionAttr())) {
+        ArrayRef<int64_t> hop = twoLevel ? ArrayRef<int64_t>(p.cross) : ArrayRef<int64_t>(members);
+        int64_t k = twoLevel ? p.k : i, G = int64_t(hop.size());
+        if constexpr (allReduce) {
+          auto t = cast<RankedTensorType>(in);
+          int64_t n = t.getNumElements(), e = n ? bytesOf(t) / n : 0, m = n;
+          if (twoLevel) {
+            sendTo(localNext, ringAllReduceBytes(n, L, e, p.l));
+            m = chunkOf(n, L, (p.l + 1) % L);
+          }
+          for (int64_t j = 0; j < G; ++j)
+            if (j != k)
+              sendTo(hop[j], int8BlockBytes(chunkOf(m, G, j), block) +
+                                 int8BlockBytes(chunkOf(m, G, k), block));
+        } else {
+          int64_t count = cast<RankedTensorType>(resultType).getNumElements();
+          if (twoLevel)
+            sendTo(localNext, (L - 1) * N * bytesOf(resultType));
+          for (int64_t j = 0; j < G; ++j)
+            if (j != k)
+              sendTo(hop[j], int8BlockBytes(count, block));
+        }
+        return 0;
+      }
       if constexpr (allReduce) {
         auto t = cast<RankedTensorType>(in);
         int64_t n = t.getNumElements(), e = n ? bytesOf(t) / n : 0;
@@ -343,6 +384,64 @@ LogicalResult ReshardOp::verify() {
   return success();
 }
 
+int64_t hpc::dist::errorFeedbackElements(Operation *op) {
+  MeshAttr mesh = lookupMesh(op);
+  auto elements = [&](auto o, Type resultType) -> int64_t {
+    if (!mesh || !codecBlock(o.getCompressionAttr()))
+      return 0;
+    int64_t g = groupSize(mesh, axisNames(o.getAxes()));
+    std::optional<uint64_t> perNode = o.getRanksPerNode();
+    std::optional<TwoLevels> levels =
+        perNode ? twoLevels(mesh, axisNames(o.getAxes()), int64_t(*perNode)) : std::nullopt;
+    int64_t G = levels ? levels->nodes : g;
+    if constexpr (std::is_same_v<decltype(o), AllReduceOp> ||
+                  std::is_same_v<decltype(o), AllReduceStartOp>) {
+      int64_t n = cast<RankedTensorType>(resultType).getNumElements();
+      int64_t m = levels ? (n + levels->perNode - 1) / levels->perNode : n;
+      return m + (m + G - 1) / G;
+    } else {
+      return G * cast<RankedTensorType>(resultType).getNumElements();
+    }
+  };
+  if (std::optional<int64_t> n = either<AllReduceOp, AllReduceStartOp>(op, elements))
+    return *n;
+  if (std::optional<int64_t> n = either<ReduceScatterOp, ReduceScatterStartOp>(op, elements))
+    return *n;
+  return 0;
+}
+
+/// A collective's compression and error-feedback operand: a codec the
+/// runtime has, on a reduction it can compress, with state of the size
+/// the codec keeps.
+static LogicalResult verifyCompression(Operation *op, Type input, Value feedback,
+                                       std::optional<ReductionKind> kind) {
+  Attribute compression = op->getAttr("compression");
+  if (!compression) {
+    if (feedback)
+      return op->emitOpError("has error-feedback state but no compression");
+    return success();
+  }
+  if (!isa<Int8BlockAttr>(compression))
+    return op->emitOpError("compression ")
+           << compression << " is not a codec the runtime has (#dist.int8_block)";
+  if (!kind)
+    return op->emitOpError("compression applies to all_reduce and reduce_scatter only");
+  if (!cast<RankedTensorType>(input).getElementType().isF32())
+    return op->emitOpError("compresses f32 values only, not ")
+           << cast<RankedTensorType>(input).getElementType();
+  if (*kind != ReductionKind::sum && *kind != ReductionKind::avg)
+    return op->emitOpError("compresses sum and avg reductions only, not ")
+           << stringifyReductionKind(*kind);
+  if (feedback) {
+    auto t = cast<RankedTensorType>(feedback.getType());
+    int64_t need = errorFeedbackElements(op);
+    if (t.getRank() != 1 || t.getDimSize(0) != need)
+      return op->emitOpError("error-feedback state ")
+             << t << " must be tensor<" << need << "xf32> (hpc::dist::errorFeedbackElements)";
+  }
+  return success();
+}
+
 /// Kinds of collective, for the shared verifier.
 enum class Kind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
 
@@ -426,26 +525,36 @@ static LogicalResult verifyCollective(Operation *op, Kind kind, Type inputType,
     return op->emitOpError("result type ")
            << out << " does not match the expected "
            << RankedTensorType::get(expected, in.getElementType());
+  if (kind != Kind::AllReduce && kind != Kind::ReduceScatter)
+    return verifyCompression(op, in, Value(), std::nullopt);
   return success();
 }
 
 static Type payload(Value token) { return cast<TokenType>(token.getType()).getPayload(); }
 
 LogicalResult AllReduceOp::verify() {
-  return verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(), getType(),
-                          0, 0, getRanksPerNode());
+  if (failed(verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(),
+                              getType(), 0, 0, getRanksPerNode())))
+    return failure();
+  return verifyCompression(*this, getInput().getType(), getFeedback(), getReduction());
 }
 LogicalResult AllReduceStartOp::verify() {
-  return verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(),
-                          payload(getToken()), 0, 0, getRanksPerNode());
+  if (failed(verifyCollective(*this, Kind::AllReduce, getInput().getType(), getAxes(),
+                              payload(getToken()), 0, 0, getRanksPerNode())))
+    return failure();
+  return verifyCompression(*this, getInput().getType(), getFeedback(), getReduction());
 }
 LogicalResult ReduceScatterOp::verify() {
-  return verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
-                          getType(), getDim(), 0, getRanksPerNode());
+  if (failed(verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
+                              getType(), getDim(), 0, getRanksPerNode())))
+    return failure();
+  return verifyCompression(*this, getInput().getType(), getFeedback(), getReduction());
 }
 LogicalResult ReduceScatterStartOp::verify() {
-  return verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
-                          payload(getToken()), getDim(), 0, getRanksPerNode());
+  if (failed(verifyCollective(*this, Kind::ReduceScatter, getInput().getType(), getAxes(),
+                              payload(getToken()), getDim(), 0, getRanksPerNode())))
+    return failure();
+  return verifyCompression(*this, getInput().getType(), getFeedback(), getReduction());
 }
 LogicalResult AllGatherOp::verify() {
   return verifyCollective(*this, Kind::AllGather, getInput().getType(), getAxes(),

@@ -99,6 +99,22 @@ int64_t bytesSentByRankZeroIn(mlir::Operation *root);
 /// Bytes of a ranked tensor type's data (i1 as one byte per element).
 int64_t bytesOf(mlir::Type type);
 
+/// The block of `#dist.int8_block` when none is written.
+constexpr int64_t kDefaultInt8Block = 256;
+
+/// Bytes of `n` values sent as int8 blocks of `block` values with one f32
+/// scale each: n + 4 * ceil(n / block) (the runtime's codec, comm/Codec.h).
+int64_t int8BlockBytes(int64_t n, int64_t block);
+
+/// The error-feedback state of a compressed reduction (all_reduce or
+/// reduce_scatter, either form, with a `compression`): the f32 values of
+/// its `feedback` operand, the most any rank needs; 0 for any other op.
+/// An all_reduce whose compressed hop reduces m values over G members keeps
+/// m + ceil(m / G) (what it sent, and the quantized sum of its part it
+/// gathers back), with m = ceil(n / L) in two levels of L members a node;
+/// a reduce_scatter keeps its G blocks of the hop's input.
+int64_t errorFeedbackElements(mlir::Operation *op);
+
 } // namespace hpc::dist
 
 #endif // HPC_DIALECT_DIST_DISTOPS_H

@@ -56,13 +56,14 @@ class Dist_CollectiveBase<string mnemonic> : Dist_Op<mnemonic> {
 // `tailArgs` follow `compression`: optional attributes that builders may
 // leave out.
 multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
-                           string attrFormat, dag tailArgs = (ins)> {
+                           string attrFormat, dag tailArgs = (ins),
+                           string tailFormat = ""> {
   def Op : Dist_CollectiveBase<mnemonic> {
     let summary = summaryText;
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
                          extraArgs, (ins OptionalAttr<AnyAttr>:$compression), tailArgs);
     let results = (outs AnyRankedTensor:$result);
-    let assemblyFormat = "$input `over` $axes " # attrFormat #
+    let assemblyFormat = "$input `over` $axes " # attrFormat # tailFormat #
                          " attr-dict `:` type($input) `->` type($result)";
     let hasFolder = 1;
   }
@@ -71,7 +72,7 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
     let arguments = !con((ins AnyRankedTensor:$input, StrArrayAttr:$axes),
                          extraArgs, (ins OptionalAttr<AnyAttr>:$compression), tailArgs);
     let results = (outs Dist_TokenType:$token);
-    let assemblyFormat = "$input `over` $axes " # attrFormat #
+    let assemblyFormat = "$input `over` $axes " # attrFormat # tailFormat #
                          " attr-dict `:` type($input) `->` qualified(type($token))";
   }
 }
@@ -82,14 +83,24 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
 // each member's part among the members at the same place on the other
 // nodes, and (all_reduce) an all-gather on the node. The result is the
 // flat collective's; only the bytes on each level differ.
-defvar Dist_TwoLevel = (ins OptionalAttr<I64Attr>:$ranks_per_node);
+//
+// A reduction with a `compression` codec (#dist.int8_block) compresses its
+// cross-node hop (the whole group when it has no ranks_per_node); its
+// optional `feedback` operand is the codec's error-feedback state, a 1-D
+// f32 hpc.variable of hpc::dist::errorFeedbackElements values that the
+// reduction reads and writes in place (no other op touches it): the
+// rounding error of what this rank sent, added to what it sends next.
+defvar Dist_TwoLevel = (ins OptionalAttr<I64Attr>:$ranks_per_node,
+                            Optional<RankedTensorOf<[F32]>>:$feedback);
+defvar Dist_FeedbackFormat = " (`feedback` $feedback^ `:` type($feedback))?";
 defm Dist_AllReduce : Dist_Collective<"all_reduce",
     "Reduce over the mesh axes; every rank gets the whole result",
-    (ins Dist_ReductionKindAttr:$reduction), "`` $reduction", Dist_TwoLevel>;
+    (ins Dist_ReductionKindAttr:$reduction), "`` $reduction", Dist_TwoLevel,
+    Dist_FeedbackFormat>;
 defm Dist_ReduceScatter : Dist_Collective<"reduce_scatter",
     "Reduce over the mesh axes and split dimension `dim` among the ranks",
     (ins Dist_ReductionKindAttr:$reduction, I64Attr:$dim), "`` $reduction `dim` $dim",
-    Dist_TwoLevel>;
+    Dist_TwoLevel, Dist_FeedbackFormat>;
 defm Dist_AllGather : Dist_Collective<"all_gather",
     "Concatenate the ranks' pieces along dimension `dim`",
     (ins I64Attr:$dim), "`dim` $dim">;

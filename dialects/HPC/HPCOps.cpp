@@ -1095,8 +1095,9 @@ LogicalResult VariableOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (getRole() != "param" && getRole() != "buffer" && getRole() != "optimizer" &&
-      getRole() != "rng")
-    return emitOpError("role must be \"param\", \"buffer\", \"optimizer\" or \"rng\", got \"")
+      getRole() != "rng" && getRole() != "error_feedback")
+    return emitOpError("role must be \"param\", \"buffer\", \"optimizer\", \"rng\" or "
+                       "\"error_feedback\", got \"")
            << getRole() << "\"";
   if (auto value = getValue())
     if (value->getType() != getType())

@@ -29,8 +29,10 @@ def HPC_VariableOp : Op<HPC_Dialect, "variable",
     place at the end of a step. `role` says what it holds: "param" (a model
     weight, saved under its initializer `name`), "buffer" (model state that
     is not trained, such as batch-norm running statistics in train mode,
-    also saved under its initializer name), "optimizer", or "rng" (the
-    random generator's seed of train-mode dropout).
+    also saved under its initializer name), "optimizer", "rng" (the
+    random generator's seed of train-mode dropout), or "error_feedback" (a
+    compressed reduction's rounding residual, this rank's own, written in
+    place by the reduction: dist-compress).
 
     ```mlir
     %w = hpc.variable "fc.weight" {role = "param"} : tensor<10x64xf32> = dense_resource<fc.weight>

@@ -65,6 +65,17 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "levels, within each node and then across (dist-hierarchical): auto "
                      "(where the cost model of `cluster` predicts it faster), on, off"),
       llvm::cl::init("auto")};
+  Option<std::string> compress{
+      *this, "compress",
+      llvm::cl::desc("With train and mesh: compress the gradient reductions' hop across "
+                     "nodes (dist-compress): none (default), int8 (every one it can), auto "
+                     "(where the cost model of `cluster` predicts it faster)"),
+      llvm::cl::init("none")};
+  Option<bool> errorFeedback{
+      *this, "error-feedback",
+      llvm::cl::desc("With compress: keep each compressed reduction's rounding error and "
+                     "add it to the next step's (default on)"),
+      llvm::cl::init(true)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
@@ -169,12 +180,14 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// dist-async-collectives when `asyncCollectives`; `ranksPerNode` (0: not
 /// known) is the node size the program is placed on (dist-propagate), and
 /// with it dist-hierarchical runs in `hierarchical` mode (auto|on|off, the
-/// cost model of `bucketCluster` deciding auto).
+/// cost model of `bucketCluster` deciding auto); dist-compress runs in
+/// `compress` mode (none|int8|auto) with `errorFeedback`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
                             int64_t zeroStage = 0, llvm::StringRef bucketCluster = "",
-                            int64_t ranksPerNode = 0, llvm::StringRef hierarchical = "auto");
+                            int64_t ranksPerNode = 0, llvm::StringRef hierarchical = "auto",
+                            llvm::StringRef compress = "none", bool errorFeedback = true);
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

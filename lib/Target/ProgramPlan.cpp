@@ -255,6 +255,19 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
   return success();
 }
 
+/// The error-feedback operand of a compressed reduction (null: none).
+static Value errorFeedbackOf(Operation *op) {
+  if (auto o = dyn_cast<hpc::dist::AllReduceOp>(op))
+    return o.getFeedback();
+  if (auto o = dyn_cast<hpc::dist::AllReduceStartOp>(op))
+    return o.getFeedback();
+  if (auto o = dyn_cast<hpc::dist::ReduceScatterOp>(op))
+    return o.getFeedback();
+  if (auto o = dyn_cast<hpc::dist::ReduceScatterStartOp>(op))
+    return o.getFeedback();
+  return Value();
+}
+
 /// An optimizer update (or an assign) writes its parameter and buffers in
 /// place: they must
 /// be state, and no later op may read them (it would see the new values).
@@ -397,6 +410,14 @@ FailureOr<hpc::ProgramPlan> hpc::planProgram(func::FuncOp func) {
             r = target;
         continue;
       }
+    }
+    if (Value feedback = errorFeedbackOf(&op)) {
+      // A compressed reduction writes its error-feedback state in place.
+      if (plan.tensors[plan.tensorIds.lookup(feedback)].region != hpc::Region::State ||
+          !feedback.hasOneUse())
+        return op.emitOpError("needs its error-feedback state to be an hpc.variable no "
+                              "other op reads"),
+               failure();
     }
     if (!hpc::inPlaceOperands(&op).empty()) {
       if (failed(checkStateUpdate(&op, plan)))

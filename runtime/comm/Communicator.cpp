@@ -16,5 +16,15 @@ size_t payloadBytes(size_t count, int dtype) {
   return count * e;
 }
 
+void Communicator::allReduceCompressed(const void *, void *, size_t, int, int64_t,
+                                       const Compression &) {
+  fail(std::string("transport '") + transport() + "' has no compressed reductions");
+}
+
+void Communicator::reduceScatterCompressed(const void *, void *, size_t, int, int64_t,
+                                           const Compression &) {
+  fail(std::string("transport '") + transport() + "' has no compressed reductions");
+}
+
 } // namespace comm
 } // namespace hpcrt

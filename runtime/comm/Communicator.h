@@ -18,6 +18,8 @@
 #ifndef HPCRT_COMM_COMMUNICATOR_H
 #define HPCRT_COMM_COMMUNICATOR_H
 
+#include "Codec.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -42,6 +44,12 @@ public:
   /// member's reduced block of `count` out.
   virtual void reduceScatter(const void *send, void *recv, size_t count, int dtype,
                              int64_t kind) = 0;
+  /// The same reductions with the hop across nodes compressed (Codec.h;
+  /// f32, sum or avg): fail unless the transport has them (MPI does).
+  virtual void allReduceCompressed(const void *send, void *recv, size_t count, int dtype,
+                                   int64_t kind, const Compression &c);
+  virtual void reduceScatterCompressed(const void *send, void *recv, size_t count, int dtype,
+                                       int64_t kind, const Compression &c);
   /// `count` elements in; size() * count out, piece j from member j.
   virtual void allGather(const void *send, void *recv, size_t count, int dtype) = 0;
   /// size() pieces of `count` elements in (piece j to member j) and out

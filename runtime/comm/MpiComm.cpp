@@ -273,6 +273,39 @@ void MpiGroupComm::reduceScatter(const void *send, void *recv, size_t count, int
     mesh_.reduceScatter(send, recv, count, makeReducer(dtype, kind), group_);
 }
 
+/// A compressed reduction's dtype and kind: f32 sums (avg: a finished sum).
+static void checkCompressible(int dtype, int64_t kind) {
+  if (dtype != HPCRT_F32)
+    fail("a compressed reduction needs f32 values, not dtype " + std::to_string(dtype));
+  if (kind != 0 && kind != 4)
+    fail("a compressed reduction is a sum or an average, not reduction " + std::to_string(kind));
+}
+
+void MpiGroupComm::allReduceCompressed(const void *send, void *recv, size_t count, int dtype,
+                                       int64_t kind, const Compression &c) {
+  checkCompressible(dtype, kind);
+  Reducer red = makeReducer(dtype, kind);
+  if (send != recv && count)
+    memmove(recv, send, payloadBytes(count, dtype));
+  auto *d = static_cast<float *>(recv);
+  if (twoLevel_)
+    mesh_.allReduceCompressed(d, count, red, *twoLevel_, c);
+  else
+    mesh_.allReduceCompressed(d, count, red, group_, c);
+}
+
+void MpiGroupComm::reduceScatterCompressed(const void *send, void *recv, size_t count,
+                                           int dtype, int64_t kind, const Compression &c) {
+  checkCompressible(dtype, kind);
+  Reducer red = makeReducer(dtype, kind);
+  auto *in = static_cast<const float *>(send);
+  auto *out = static_cast<float *>(recv);
+  if (twoLevel_)
+    mesh_.reduceScatterCompressed(in, out, count, red, *twoLevel_, c);
+  else
+    mesh_.reduceScatterCompressed(in, out, count, red, group_, c);
+}
+
 void MpiGroupComm::allGather(const void *send, void *recv, size_t count, int dtype) {
   mesh_.allGather(send, recv, payloadBytes(count, dtype), group_);
 }
@@ -443,8 +476,14 @@ void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reduc
 void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reducer &red,
                             const TwoLevel &t) {
   ++stats_.operations;
+  packByPlace(in, count, red.elementSize, t);
+  ringReduceScatter(packed_.data(), partial_.data(), count * t.cross.size, red, t.local, 0);
+  ringReduceScatter(partial_.data(), out, count, red, t.cross, t.size);
+}
+
+void MpiComm::packByPlace(const void *in, size_t count, size_t e, const TwoLevel &t) {
   const int n = t.cross.size, l = t.local.size;
-  const size_t bytes = count * red.elementSize;
+  const size_t bytes = count * e;
   // Pack the blocks by place on the node: place p's N blocks (one per node,
   // in node order) together, so that the node's reduce-scatter gives its
   // p-th member the node's sum of exactly the blocks of the members at
@@ -459,8 +498,6 @@ void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reduc
       if (bytes)
         memcpy(packed_.data() + (static_cast<size_t>(p) * n + k) * bytes,
                src + static_cast<size_t>(t.member[k * l + p]) * bytes, bytes);
-  ringReduceScatter(packed_.data(), partial_.data(), count * n, red, t.local, 0);
-  ringReduceScatter(partial_.data(), out, count, red, t.cross, t.size);
 }
 
 void MpiComm::ringReduceScatter(const void *in, void *out, size_t count, const Reducer &red,
@@ -491,6 +528,156 @@ void MpiComm::ringReduceScatter(const void *in, void *out, size_t count, const R
   }
   if (red.finish && finishOver)
     red.finish(out, count, finishOver);
+}
+
+void MpiComm::compressedAllReduceHop(float *v, size_t m, const Reducer &red, const Group &hop,
+                                     int finishOver, const Compression &c) {
+  const int G = hop.size, k = hop.index;
+  const int64_t B = c.block;
+  const size_t mine = chunkSize(m, G, k), mineAt = chunkStart(m, G, k);
+  float *sent = nullptr, *gathered = nullptr; // the two residuals
+  if (c.feedback) {
+    if (c.feedbackCount < m + mine)
+      fail("error-feedback state of " + std::to_string(c.feedbackCount) +
+           " values, the compressed all-reduce needs " + std::to_string(m + mine));
+    sent = c.feedback;
+    gathered = c.feedback + m;
+    for (size_t i = 0; i < m; ++i)
+      v[i] += sent[i];
+  }
+  if (G == 1) {
+    if (red.finish)
+      red.finish(v, m, finishOver);
+    if (sent)
+      std::fill(sent, sent + m, 0.0f);
+    return;
+  }
+  auto pieceBytes = [&](int j) { return int8BlockBytes(chunkSize(m, G, j), B); };
+  // Every piece but this member's own, encoded; its own stays exact.
+  std::vector<size_t> at(static_cast<size_t>(G) + 1, 0);
+  for (int j = 0; j < G; ++j)
+    at[j + 1] = at[j] + (j == k ? 0 : pieceBytes(j));
+  codecSend_.resize(std::max(at[G], pieceBytes(k)));
+  for (int j = 0; j < G; ++j)
+    if (j != k)
+      int8BlockEncode(v + chunkStart(m, G, j), chunkSize(m, G, j), B, codecSend_.data() + at[j],
+                      sent ? sent + chunkStart(m, G, j) : nullptr);
+  if (sent)
+    std::fill(sent + mineAt, sent + mineAt + mine, 0.0f);
+  const size_t myBytes = pieceBytes(k);
+  codecRecv_.resize(std::max(myBytes * G, int8BlockBytes(chunkSize(m, G, 0), B)));
+  for (int s = 1; s < G; ++s) {
+    int to = mod(k + s, G), from = mod(k - s, G);
+    exchange("all_reduce", codecSend_.data() + at[to], pieceBytes(to), hop.commRank[to],
+             codecRecv_.data() + static_cast<size_t>(from) * myBytes, myBytes,
+             hop.commRank[from], hop.comm);
+  }
+  // This member's piece summed in group order, the same order on every
+  // rank whatever arrived first.
+  codecValues_.assign(mine, 0.0f);
+  float *acc = codecValues_.data();
+  for (int j = 0; j < G; ++j) {
+    if (j == k) {
+      for (size_t i = 0; i < mine; ++i)
+        acc[i] += v[mineAt + i];
+    } else {
+      int8BlockDecodeAdd(codecRecv_.data() + static_cast<size_t>(j) * myBytes, mine, B, acc);
+    }
+  }
+  if (red.finish)
+    red.finish(acc, mine, finishOver);
+  // The sum goes round quantized; its owner keeps the quantized value too.
+  if (gathered)
+    for (size_t i = 0; i < mine; ++i)
+      acc[i] += gathered[i];
+  char *q = codecSend_.data();
+  int8BlockEncode(acc, mine, B, q, gathered);
+  int8BlockDecode(q, mine, B, v + mineAt);
+  for (int s = 1; s < G; ++s) {
+    int to = mod(k + s, G), from = mod(k - s, G);
+    exchange("all_reduce", q, myBytes, hop.commRank[to], codecRecv_.data(), pieceBytes(from),
+             hop.commRank[from], hop.comm);
+    int8BlockDecode(codecRecv_.data(), chunkSize(m, G, from), B, v + chunkStart(m, G, from));
+  }
+}
+
+void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t count,
+                                         const Reducer &red, const Group &hop, int finishOver,
+                                         const Compression &c) {
+  const int G = hop.size, k = hop.index;
+  const int64_t B = c.block;
+  const size_t all = count * static_cast<size_t>(G);
+  const float *v = in;
+  if (c.feedback) {
+    if (c.feedbackCount < all)
+      fail("error-feedback state of " + std::to_string(c.feedbackCount) +
+           " values, the compressed reduce-scatter needs " + std::to_string(all));
+    codecValues_.resize(all);
+    for (size_t i = 0; i < all; ++i)
+      codecValues_[i] = in[i] + c.feedback[i];
+    v = codecValues_.data();
+  }
+  const size_t bytes = int8BlockBytes(count, B);
+  codecSend_.resize(bytes * G);
+  codecRecv_.resize(bytes * G);
+  for (int j = 0; j < G; ++j)
+    if (j != k)
+      int8BlockEncode(v + j * count, count, B, codecSend_.data() + j * bytes,
+                      c.feedback ? c.feedback + j * count : nullptr);
+  if (c.feedback)
+    std::fill(c.feedback + k * count, c.feedback + (k + 1) * count, 0.0f);
+  for (int s = 1; s < G; ++s) {
+    int to = mod(k + s, G), from = mod(k - s, G);
+    exchange("reduce_scatter", codecSend_.data() + to * bytes, bytes, hop.commRank[to],
+             codecRecv_.data() + from * bytes, bytes, hop.commRank[from], hop.comm);
+  }
+  std::fill(out, out + count, 0.0f);
+  for (int j = 0; j < G; ++j) {
+    if (j == k) {
+      for (size_t i = 0; i < count; ++i)
+        out[i] += v[k * count + i];
+    } else {
+      int8BlockDecodeAdd(codecRecv_.data() + j * bytes, count, B, out);
+    }
+  }
+  if (red.finish)
+    red.finish(out, count, finishOver);
+}
+
+void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
+                                  const Group &grp, const Compression &c) {
+  ++stats_.operations;
+  compressedAllReduceHop(data, count, red, grp, grp.size, c);
+}
+
+void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
+                                  const TwoLevel &t, const Compression &c) {
+  ++stats_.operations;
+  char *d = reinterpret_cast<char *>(data);
+  const Group &local = t.local;
+  const size_t e = red.elementSize;
+  ringReduceScatterPass(d, count, red, local);
+  int own = mod(local.index + 1, local.size);
+  compressedAllReduceHop(data + chunkStart(count, local.size, own),
+                         chunkSize(count, local.size, own), red, t.cross, t.size, c);
+  ringAllGatherPass(d, count, e, local);
+}
+
+void MpiComm::reduceScatterCompressed(const float *in, float *out, size_t count,
+                                      const Reducer &red, const Group &grp,
+                                      const Compression &c) {
+  ++stats_.operations;
+  compressedReduceScatterHop(in, out, count, red, grp, grp.size, c);
+}
+
+void MpiComm::reduceScatterCompressed(const float *in, float *out, size_t count,
+                                      const Reducer &red, const TwoLevel &t,
+                                      const Compression &c) {
+  ++stats_.operations;
+  packByPlace(in, count, red.elementSize, t);
+  ringReduceScatter(packed_.data(), partial_.data(), count * t.cross.size, red, t.local, 0);
+  compressedReduceScatterHop(reinterpret_cast<const float *>(partial_.data()), out, count, red,
+                             t.cross, t.size, c);
 }
 
 void MpiComm::allGather(const void *in, void *out, size_t bytes, const Group &grp) {

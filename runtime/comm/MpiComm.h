@@ -13,6 +13,7 @@
 #ifndef HPCRT_COMM_MPICOMM_H
 #define HPCRT_COMM_MPICOMM_H
 
+#include "Codec.h"
 #include "Communicator.h"
 
 #include <mpi.h>
@@ -109,6 +110,10 @@ public:
   void allReduce(const void *send, void *recv, size_t count, int dtype, int64_t kind) override;
   void reduceScatter(const void *send, void *recv, size_t count, int dtype,
                      int64_t kind) override;
+  void allReduceCompressed(const void *send, void *recv, size_t count, int dtype, int64_t kind,
+                           const Compression &c) override;
+  void reduceScatterCompressed(const void *send, void *recv, size_t count, int dtype,
+                               int64_t kind, const Compression &c) override;
   void allGather(const void *send, void *recv, size_t count, int dtype) override;
   void allToAll(const void *send, void *recv, size_t count, int dtype) override;
   void broadcast(const void *send, void *recv, size_t count, int dtype, int root) override;
@@ -166,6 +171,23 @@ public:
   void allReduce(void *data, size_t count, const Reducer &r, const TwoLevel &t);
   void reduceScatter(const void *in, void *out, size_t count, const Reducer &r,
                      const TwoLevel &t);
+  /// The compressed forms (Codec.h; f32 sums, `r` finishes): the hop
+  /// across nodes (`t.cross`, or the whole group `g` when flat) is an
+  /// all-to-all of the int8 pieces of its values, each member summing its
+  /// piece in group order (its own at full precision), then (all-reduce) an
+  /// all-gather of the quantized sums, which the owner takes too, so every
+  /// member holds bitwise the same result. With c.feedback, the rounding
+  /// error of what this rank sent is kept and added to what it sends next:
+  /// all-reduce [0, m) for the m values of the hop, then [m, m + its
+  /// piece) for its gathered sum; reduce-scatter one residual per block.
+  void allReduceCompressed(float *data, size_t count, const Reducer &r, const Group &g,
+                           const Compression &c);
+  void allReduceCompressed(float *data, size_t count, const Reducer &r, const TwoLevel &t,
+                           const Compression &c);
+  void reduceScatterCompressed(const float *in, float *out, size_t count, const Reducer &r,
+                               const Group &g, const Compression &c);
+  void reduceScatterCompressed(const float *in, float *out, size_t count, const Reducer &r,
+                               const TwoLevel &t, const Compression &c);
   /// Ring all-gather: `out` receives g pieces of `bytes` bytes, piece j
   /// from group member j (this member's own piece is `in`).
   void allGather(const void *in, void *out, size_t bytes, const Group &g);
@@ -238,6 +260,18 @@ private:
   /// Ring reduce-scatter; finished over `finishOver` ranks (0: not).
   void ringReduceScatter(const void *in, void *out, size_t count, const Reducer &r,
                          const Group &g, int finishOver);
+  /// The compressed hop of an all-reduce over `hop` of m values (finished
+  /// over `finishOver`) and of a reduce-scatter of hop.size blocks of
+  /// `count` into `out`.
+  void compressedAllReduceHop(float *v, size_t m, const Reducer &r, const Group &hop,
+                              int finishOver, const Compression &c);
+  void compressedReduceScatterHop(const float *in, float *out, size_t count, const Reducer &r,
+                                  const Group &hop, int finishOver, const Compression &c);
+  /// Packs a two-level reduce-scatter's blocks by place into packed_
+  /// (partial_ sized for the node's result).
+  void packByPlace(const void *in, size_t count, size_t elementSize, const TwoLevel &t);
+  std::vector<char> codecSend_, codecRecv_;
+  std::vector<float> codecValues_;
   /// The communicator of the ranks that differ only on the axes in `mask`.
   MPI_Comm splitSubset(unsigned mask);
   /// Posts the receive and the send (each split in pieces MPI's int counts

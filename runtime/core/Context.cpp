@@ -525,9 +525,10 @@ void hpcrt_ctx::parseState(const json &m) {
     listedBy[id] = static_cast<int>(i);
     e.tensor = static_cast<int>(id);
     e.role = strField(j, "role", where);
-    if (e.role != "param" && e.role != "buffer" && e.role != "optimizer" && e.role != "rng")
+    if (e.role != "param" && e.role != "buffer" && e.role != "optimizer" && e.role != "rng" &&
+        e.role != "error_feedback")
       fail("manifest: " + where + " has unknown role '" + e.role +
-           "' (param, buffer, optimizer or rng)");
+           "' (param, buffer, optimizer, rng or error_feedback)");
     std::string init = strField(j, "init", where);
     if (init == "zeros") {
       e.init = StateInit::Zeros;

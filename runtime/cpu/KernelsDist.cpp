@@ -21,10 +21,12 @@
 #include "Kernel.h"
 #include "Parallel.h"
 
+#include "../comm/Codec.h"
 #include "../comm/CommQueue.h"
 #include "../comm/MpiComm.h"
 #include "../comm/Reduce.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -128,9 +130,37 @@ int64_t ranksPerNode(OpCall &c) {
   return p;
 }
 
-// iattrs = [n, axes..., ranks_per_node, reduction]
+/// A reduction's compression: sattrs "int8_block:B" (none: uncompressed)
+/// and, with a second operand, its error-feedback state (f32).
+comm::Compression compressionOf(OpCall &c) {
+  if (c.results.size() != 1 || (c.operands.size() != 1 && c.operands.size() != 2))
+    c.expect(1, 1); // fails with the counts
+  comm::Compression z;
+  if (!c.sa) {
+    if (c.operands.size() == 2)
+      fail("error-feedback state without a compression");
+    return z;
+  }
+  std::string codec = c.s();
+  const std::string prefix = "int8_block:";
+  char *end = nullptr;
+  if (codec.compare(0, prefix.size(), prefix) == 0)
+    z.block = std::strtoll(codec.c_str() + prefix.size(), &end, 10);
+  if (!end || *end || z.block < 1)
+    fail("unknown compression '" + codec + "' (int8_block:B)");
+  if (c.operands.size() == 2) {
+    Tensor &f = c.in(1);
+    if (f.dtype != HPCRT_F32)
+      fail("the error-feedback state must be f32");
+    z.feedback = f.as<float>();
+    z.feedbackCount = static_cast<size_t>(f.numel);
+  }
+  return z;
+}
+
+// iattrs = [n, axes..., ranks_per_node, reduction]; sattrs = [compression]?
 CommJob allReduce(OpCall &c) {
-  c.expect(1, 1);
+  comm::Compression z = compressionOf(c);
   std::vector<int64_t> axes = c.ivec();
   int64_t perNode = ranksPerNode(c);
   int64_t kind = c.i();
@@ -139,14 +169,18 @@ CommJob allReduce(OpCall &c) {
   checkShape(y, x.shape, "the result");
   comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
   comm::Communicator &g = commOf(c).communicator(axes, perNode);
+  if (z.block)
+    return [&g, &x, &y, kind, z] {
+      g.allReduceCompressed(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, kind, z);
+    };
   return [&g, &x, &y, kind] {
     g.allReduce(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
   };
 }
 
-// iattrs = [n, axes..., dim, ranks_per_node, reduction]
+// iattrs = [n, axes..., dim, ranks_per_node, reduction]; sattrs = [compression]?
 CommJob reduceScatter(OpCall &c) {
-  c.expect(1, 1);
+  comm::Compression z = compressionOf(c);
   std::vector<int64_t> axes = c.ivec();
   int64_t dim = c.i();
   int64_t perNode = ranksPerNode(c);
@@ -161,7 +195,7 @@ CommJob reduceScatter(OpCall &c) {
   shape[d] /= g.size();
   checkShape(y, shape, "the result");
   Around a = around(x.shape, d);
-  return [&g, &x, &y, kind, a] {
+  return [&g, &x, &y, kind, a, z] {
     const char *packed = x.as<char>();
     std::unique_ptr<char[]> tmp;
     if (a.outer > 1 && g.size() > 1) {
@@ -169,7 +203,10 @@ CommJob reduceScatter(OpCall &c) {
       splitPieces(x.as<char>(), tmp.get(), a.outer, g.size(), y.bytes / a.outer);
       packed = tmp.get();
     }
-    g.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
+    if (z.block)
+      g.reduceScatterCompressed(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind, z);
+    else
+      g.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind);
   };
 }
 

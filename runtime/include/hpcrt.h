@@ -202,7 +202,9 @@
  *          (saved under its initializer name by `train --save`),
  *          "buffer" model state that is not trained (batch-norm running
  *          statistics in train mode; saved like a param), "optimizer" is
- *          optimizer state, "rng" the seed of train-mode dropout (a 0-d
+ *          optimizer state, "error_feedback" a compressed reduction's
+ *          residual (this rank's; the reduction writes it in place),
+ *          "rng" the seed of train-mode dropout (a 0-d
  *          i64 "hpc.rng_seed", checkpointed with the rest). init "weights": copy the
  *          tensor's bytes from the weights data section at weights_offset;
  *          "zeros": fill with zeros.
@@ -340,7 +342,10 @@
  *     dim, split_dim, concat_dim, root, offset -> one value each;
  *     ranks_per_node (all_reduce, reduce_scatter) -> one value, 0 when
  *                absent (the flat ring; P: in two levels, below);
- *     compression -> never encoded (the compiler applies it).
+ *     compression (all_reduce, reduce_scatter) -> one string in sattrs,
+ *                "int8_block:B" (#dist.int8_block<block = B>); none when
+ *                absent. The op then takes a second operand when it keeps
+ *                error feedback: ids [1, y, 2, x, feedback] (below).
  *
  *   op              ids                 iattrs
  *   all_reduce      [1, y, 1, x]        [n, axes..., ranks_per_node, reduction]
@@ -372,6 +377,17 @@
  *                     avg = sum / g (integer division for integer types).
  *     reduce_scatter  y = piece i of the reduced tensor, `dim` split into g
  *                     equal pieces.
+ *     compressed      (all_reduce, reduce_scatter with "int8_block:B"; f32,
+ *                     sum or avg) the hop across nodes (the whole group
+ *                     when flat) sends int8 blocks of B values with one f32
+ *                     scale each, as an all-to-all of the pieces, each
+ *                     member summing its part in group order, then
+ *                     (all_reduce) an all-gather of the quantized sums:
+ *                     bitwise the same result on every member, within the
+ *                     quantization of the exact one. `feedback` (f32, at
+ *                     least hpc::dist::errorFeedbackElements values) holds
+ *                     the rounding error of what this rank sent, added to
+ *                     what it sends in the next call (comm/Codec.h).
  *     all_gather      y = the members' x concatenated along `dim` in group
  *                     index order.
  *     all_to_all      x's `split_dim` is split into g pieces; piece j goes to

@@ -102,6 +102,21 @@ static llvm::cl::opt<std::string> hierarchicalFlag(
                    "on; off (flat rings)"),
     llvm::cl::init("auto"), llvm::cl::cat(searchCategory));
 
+static llvm::cl::opt<std::string> compressFlag(
+    "compress",
+    llvm::cl::desc("With --train and a mesh: compress the gradient reductions' hop across "
+                   "nodes (the cross-node part of a two-level reduction; the whole group "
+                   "without --cluster). none (default); int8 (int8 blocks of 256 values "
+                   "with one f32 scale, 0.254x of the bytes); auto (where the cost model of "
+                   "--cluster predicts it faster)"),
+    llvm::cl::init("none"), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<std::string> errorFeedbackFlag(
+    "error-feedback",
+    llvm::cl::desc("With --compress: on (default) keeps each compressed reduction's rounding "
+                   "error in the training state and adds it to the next step's; off"),
+    llvm::cl::init("on"), llvm::cl::cat(searchCategory));
+
 static llvm::cl::opt<bool> autoParallel(
     "auto-parallel",
     llvm::cl::desc("Search the hybrid-parallel strategy for --cluster"),
@@ -171,6 +186,8 @@ static void partitionOptions(hpc::CompileOptions &options) {
   // The cluster planned for also sizes the automatic gradient buckets.
   options.cluster = clusterSpec;
   options.hierarchical = hierarchicalFlag;
+  options.compress = compressFlag;
+  options.errorFeedback = errorFeedbackFlag != "off";
 }
 
 static llvm::cl::opt<bool> noFuse(
@@ -655,6 +672,19 @@ int main(int argc, char **argv) {
   if (hierarchicalFlag == "on" && (clusterSpec.empty() || (meshSpec.empty() && !autoParallel)))
     return userError("--hierarchical=on needs --cluster (the nodes the ranks are laid on) "
                      "and a mesh (--mesh or --auto-parallel)");
+  if (compressFlag != "none" && compressFlag != "int8" && compressFlag != "auto") {
+    llvm::StringRef c = compressFlag;
+    if (c.starts_with("powersgd") || c.starts_with("topk"))
+      return userError("--compress=" + compressFlag + ": PowerSGD and top-k are not "
+                       "implemented yet; use int8, auto or none");
+    return userError("--compress must be auto, none or int8, not '" + compressFlag + "'");
+  }
+  if (errorFeedbackFlag != "on" && errorFeedbackFlag != "off")
+    return userError("--error-feedback must be on or off, not '" + errorFeedbackFlag + "'");
+  if (compressFlag != "none" && (!trainFlag || (meshSpec.empty() && !autoParallel)))
+    return userError("--compress=" + compressFlag + " compresses a train step's gradient "
+                     "reductions: it needs --train and a mesh with a dp axis (--mesh or "
+                     "--auto-parallel)");
   if (autoParallel && clusterSpec.empty())
     return userError("--auto-parallel needs --cluster=PRESET:NODES or a cluster file");
   if (autoParallel && !meshSpec.empty())

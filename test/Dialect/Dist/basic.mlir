@@ -34,8 +34,8 @@ module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_no
     %5 = dist.all_to_all %x over ["tp"] split 1 concat 0 : tensor<4x8xf32> -> tensor<16x2xf32>
     // CHECK: dist.all_slice %{{.+}} over ["dp", "tp"] dim 1 : tensor<4x8xf32> -> tensor<4x1xf32>
     %7 = dist.all_slice %x over ["dp", "tp"] dim 1 : tensor<4x8xf32> -> tensor<4x1xf32>
-    // CHECK: dist.broadcast %{{.+}} over ["dp"] root 1 {compression = #dist.mesh<a = 1 : intra_node>} : tensor<4x8xf32> -> tensor<4x8xf32>
-    %6 = dist.broadcast %x over ["dp"] root 1 {compression = #dist.mesh<a = 1 : intra_node>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    // CHECK: dist.all_reduce %{{.+}} over ["dp"] sum {compression = #dist.int8_block<block = 256>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    %6 = dist.all_reduce %x over ["dp"] sum {compression = #dist.int8_block} : tensor<4x8xf32> -> tensor<4x8xf32>
     return %0, %1, %2, %5, %6 : tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x32xf32>, tensor<16x2xf32>, tensor<4x8xf32>
   }
 

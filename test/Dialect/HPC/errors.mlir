@@ -857,7 +857,7 @@ func.func @tile_negative(%x: tensor<2x3xf32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @variable_role() -> tensor<2xf32> {
-  // expected-error @+1 {{'hpc.variable' op role must be "param", "buffer", "optimizer" or "rng", got "weights"}}
+  // expected-error @+1 {{'hpc.variable' op role must be "param", "buffer", "optimizer", "rng" or "error_feedback", got "weights"}}
   %0 = hpc.variable "bn.running_mean" {role = "weights"} : tensor<2xf32>
   return %0 : tensor<2xf32>
 }
