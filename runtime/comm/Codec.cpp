@@ -29,19 +29,23 @@ void int8BlockEncode(const float *v, size_t n, int64_t block, char *out, float *
   for (size_t k = 0; k < blocks; ++k) {
     const size_t begin = k * b, end = std::min(n, begin + b);
     float top = 0;
-    for (size_t i = begin; i < end; ++i)
+    bool finite = true;
+    for (size_t i = begin; i < end; ++i) {
       top = std::max(top, std::fabs(v[i]));
-    float scale = top / 127.0f;
-    // An all-zero block (or one of non-finite values: scale not > 0)
-    // sends zeros.
-    float inverse = scale > 0 ? 1.0f / scale : 0.0f;
+      finite = finite && std::isfinite(v[i]);
+    }
+    // A block with a NaN or an infinity decodes as NaN, so the loss
+    // monitor sees the overflow (a clamp would hide it), and leaves no
+    // error behind to poison the next steps. An all-zero block sends zeros.
+    float scale = finite ? top / 127.0f : std::nanf("");
+    float inverse = finite && scale > 0 ? 1.0f / scale : 0.0f;
     memcpy(scales + 4 * k, &scale, 4);
     for (size_t i = begin; i < end; ++i) {
-      float r = std::nearbyint(v[i] * inverse);
+      float r = finite ? std::nearbyint(v[i] * inverse) : 0.0f;
       r = std::min(127.0f, std::max(-127.0f, r));
       q[i] = static_cast<int8_t>(r);
       if (error)
-        error[i] = v[i] - r * scale;
+        error[i] = finite ? v[i] - r * scale : 0.0f;
     }
   }
 }

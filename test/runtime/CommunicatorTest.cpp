@@ -117,6 +117,16 @@ void checkCompressed(MpiComm &mesh, Communicator &c, const std::string &what, bo
     w = std::max(w, std::fabs(out[i] - want[i] / g));
   expect(w <= tol, what + ": compressed reduce-scatter (avg) within the quantization (worst " +
                        std::to_string(w) + ")");
+  // A NaN stays a NaN (the loss monitor must see it) and leaves the
+  // error-feedback state finite.
+  std::vector<float> poisoned = mine;
+  if (k == g - 1)
+    poisoned[0] = std::nanf("");
+  std::fill(state.begin(), state.end(), 0.0f);
+  c.allReduceCompressed(poisoned.data(), got.data(), n, HPCRT_F32, 0, z);
+  expect(std::isnan(got[0]), what + ": a NaN in the input is a NaN in the result");
+  expect(std::all_of(state.begin(), state.end(), [](float e) { return std::isfinite(e); }),
+         what + ": a NaN leaves the error-feedback state finite");
   // Bad calls fail on every rank alike, before any message.
   std::string error;
   try {
