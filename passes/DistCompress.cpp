@@ -3,24 +3,36 @@
 // The network between nodes is the scarce link of a data-parallel step: in
 // two levels (dist-hierarchical) each node still sends its whole gradient
 // across, once. This pass gives the gradient reductions whose cross-node
-// hop is their own a codec (#dist.int8_block: 1 byte a value and one f32
-// scale a block, 0.254x of f32 at 256-value blocks) and, with error
-// feedback, the state that carries each rank's rounding error into the
-// next step, so that the compressed gradients sum to the true ones over
-// time (1-bit Adam's and ZeRO++'s argument). The runtime's MpiComm runs
-// the codec; the bytes are counted by hpc::dist::bytesSentByRank, as the
-// runtime sends them.
+// hop is their own a codec:
+//
+// - #dist.int8_block: 1 byte a value and one f32 scale a block (0.254x of
+//   f32 at 256-value blocks);
+// - #dist.powersgd: a bucket's matrices as rank-R factors, R (rows + cols)
+//   values instead of rows x cols (0.02x for a 256 x 1024 matrix at R = 4),
+//   its vectors exact;
+// - #dist.topk: the largest ratio x n values with their indices;
+//
+// and with error feedback the state that carries each rank's compression
+// error into the next step, so that the compressed gradients sum to the
+// true ones over time (1-bit Adam's, ZeRO++'s and PowerSGD's argument).
+// `auto` picks, per reduction, the fastest of none, int8 and PowerSGD that
+// the cost model of the cluster predicts (link time against codec time).
+// The runtime's MpiComm runs the codecs; the bytes are counted by
+// hpc::dist::bytesSentByRank, as the runtime sends them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
+#include "common/Codecs.h"
 #include "hpc/CostModel/Cluster.h"
 #include "hpc/CostModel/CostModel.h"
 #include "hpc/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace hpc {
@@ -53,12 +65,75 @@ bool reachesUpdateAsGradient(Value v, llvm::SmallPtrSetImpl<Operation *> &seen) 
   return false;
 }
 
+/// The shapes whose values a reduction's operand holds, in order: each
+/// member of a dist-bucket bucket (a 1-D concat of reshaped gradients) as
+/// the gradient's own shape, else the operand's shape.
+SmallVector<ArrayRef<int64_t>> memberShapes(Value input) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  auto concat = input.getDefiningOp<hpc::ConcatOp>();
+  if (!concat || cast<RankedTensorType>(input.getType()).getRank() != 1) {
+    shapes.push_back(cast<RankedTensorType>(input.getType()).getShape());
+    return shapes;
+  }
+  for (Value member : concat->getOperands()) {
+    if (auto reshape = member.getDefiningOp<hpc::ReshapeOp>())
+      member = reshape->getOperand(0);
+    shapes.push_back(cast<RankedTensorType>(member.getType()).getShape());
+  }
+  return shapes;
+}
+
+/// PowerSGD's pieces of `input` at `rank`: each member with two or more
+/// dimensions a matrix (its first dimension by the rest) where the factors
+/// are smaller than it (rank (rows + cols) < rows x cols, so rank is below
+/// both dimensions), everything else runs of exact values, merged.
+SmallVector<CodecPiece> powerSgdPiecesOf(Value input, int64_t rank,
+                                         int64_t *smallest = nullptr) {
+  SmallVector<CodecPiece> pieces;
+  auto exact = [&](int64_t n) {
+    if (!pieces.empty() && !pieces.back().isMatrix())
+      pieces.back().rows += n;
+    else
+      pieces.push_back({n, 0});
+  };
+  for (ArrayRef<int64_t> shape : memberShapes(input)) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    int64_t rows = shape.empty() ? n : shape.front(), cols = rows ? n / rows : 0;
+    bool matrix = shape.size() >= 2 && rank * (rows + cols) < rows * cols;
+    if (shape.size() >= 2 && smallest)
+      *smallest = std::max(*smallest, std::min(rows, cols));
+    if (matrix)
+      pieces.push_back({rows, cols});
+    else if (n > 0)
+      exact(n);
+  }
+  return pieces;
+}
+
+/// printf's `format` of `value`.
+std::string formatted(const char *format, double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format(format, value);
+  return text;
+}
+
+/// The codecs dist-compress chooses among.
+enum class Choice { None, Int8, PowerSgd, TopK };
+constexpr int kChoices = 4;
+
 struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
   using DistCompressBase::DistCompressBase;
 
-  /// Why `op` cannot be compressed ("" when it can): its values, and its
-  /// cross-node hop with `perNode` ranks a node (0: no nodes known).
-  static std::string notCompressible(Operation *op, int64_t perNode, int64_t blockSize) {
+  hpc::cost::ClusterSpec clusterSpec;
+  bool haveCluster = false;
+  int64_t perNode = 0;      ///< the module's ranks per node (0: not known)
+  int64_t countPerNode = 1; ///< nodes for counting: every rank one when unknown
+
+  /// Why `op` cannot be compressed at all ("" when it can): its values,
+  /// and its cross-node hop.
+  std::string notCompressible(Operation *op) const {
     auto type = cast<RankedTensorType>(op->getOperand(0).getType());
     auto kind = op->getAttrOfType<ReductionKindAttr>("reduction").getValue();
     if (!type.getElementType().isF32())
@@ -67,8 +142,6 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
       return "not a sum";
     if (op->getAttr("compression"))
       return "already compressed";
-    if (type.getNumElements() < blockSize)
-      return "smaller than a block";
     llvm::SmallPtrSet<Operation *, 16> seen;
     if (!reachesUpdateAsGradient(op->getResult(0), seen))
       return "not a gradient";
@@ -92,34 +165,152 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     return "";
   }
 
-  /// Whether any rank sends some of `op`'s bytes to another node.
-  static bool crossesNodes(Operation *op, int64_t perNode) {
-    for (int64_t r = 0, n = lookupMesh(op).numDevices(); r < n; ++r)
-      if (bytesSentByRank(op, r, perNode).acrossNodes > 0)
-        return true;
-    return false;
+  /// The codec `choice` on `op` ({} with the reason when it does not apply).
+  Attribute codecFor(Operation *op, Choice choice, std::string &why) const {
+    MLIRContext *ctx = op->getContext();
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    switch (choice) {
+    case Choice::None:
+      return {};
+    case Choice::Int8:
+      if (type.getNumElements() < block) {
+        why = "smaller than a block";
+        return {};
+      }
+      return Int8BlockAttr::get(ctx, block);
+    case Choice::TopK:
+      if (type.getNumElements() >= hpc::codecs::kTopkMaxValues) {
+        why = "too many values for 32-bit indices";
+        return {};
+      }
+      return TopKAttr::get(ctx, ratio);
+    case Choice::PowerSgd: {
+      if (!isa<AllReduceOp>(op)) {
+        why = "a reduce_scatter (ZeRO's gradient shards): PowerSGD compresses all-reduces";
+        return {};
+      }
+      int64_t smallest = 0;
+      SmallVector<CodecPiece> pieces = powerSgdPiecesOf(op->getOperand(0), rank, &smallest);
+      if (llvm::none_of(pieces, [](const CodecPiece &p) { return p.isMatrix(); })) {
+        why = smallest ? llvm::formatv("PowerSGD rank {0} is above the smaller dimension of "
+                                       "its matrices (at most {1}) or saves nothing on them",
+                                       rank.getValue(), smallest)
+                             .str()
+                       : "no matrix among its values";
+        return {};
+      }
+      SmallVector<int64_t> rows, cols;
+      for (const CodecPiece &p : pieces) {
+        rows.push_back(p.rows);
+        cols.push_back(p.cols);
+      }
+      // One matrix that is the whole value needs no list.
+      if (pieces.size() == 1 && type.getRank() >= 2 && pieces[0].rows == type.getDimSize(0))
+        rows.clear(), cols.clear();
+      return PowerSgdAttr::get(ctx, rank, rows, cols, errorFeedback);
+    }
+    }
+    return {};
   }
 
-  /// Link time (seconds) of `bytes` across nodes in `messages` messages.
-  static double linkTime(const hpc::cost::ClusterSpec &c, double bytes, int64_t messages) {
-    if (bytes <= 0)
-      return 0;
-    return hpc::cost::sendTime(c, bytes, true) + double(messages - 1) * c.interNode.latency;
+  /// Predicted seconds of `op`'s cross-node hop with `codec` (null: none):
+  /// rank 0's bytes across on the link, its messages' latency, and the
+  /// codec's passes over memory and (PowerSGD) its products.
+  double predictedSeconds(Operation *op, Attribute codec) const {
+    Attribute old = op->getAttr("compression");
+    if (codec)
+      op->setAttr("compression", codec);
+    else
+      op->removeAttr("compression");
+    SentBytes sent = bytesSentByRank(op, 0, countPerNode);
+    if (old)
+      op->setAttr("compression", old);
+    else
+      op->removeAttr("compression");
+    MeshAttr mesh = lookupMesh(op);
+    SmallVector<StringRef> axes = axisNames(op->getAttrOfType<ArrayAttr>("axes"));
+    std::optional<TwoLevels> levels;
+    if (auto p = op->getAttrOfType<IntegerAttr>("ranks_per_node"))
+      levels = twoLevels(mesh, axes, p.getInt());
+    int64_t G = levels ? levels->nodes : groupSize(mesh, axes);
+    int64_t L = levels ? levels->perNode : 1;
+    int64_t n = cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements();
+    int64_t hopValues = (n + L - 1) / L;
+    int64_t messages = (isa<AllReduceOp>(op) ? 2 : 1) * (G - 1);
+    const hpc::cost::DeviceSpec &device = clusterSpec.device;
+    double bandwidth = device.memoryBandwidth * clusterSpec.efficiency.memory;
+    double codecSeconds = 0;
+    if (isa_and_nonnull<Int8BlockAttr>(codec)) {
+      // The residual read and written, the value read, its int8 written,
+      // the pieces decoded and summed, the same again for the gather.
+      codecSeconds = 30.0 * double(hopValues) / bandwidth;
+    } else if (isa_and_nonnull<TopKAttr>(codec)) {
+      // The residual, the keys, a selection over them and the pairs:
+      // hpcrt-codec-bench measures 6-7 ns a value on a core of ~16 GB/s,
+      // about 100 bytes of memory traffic a value.
+      codecSeconds = 100.0 * double(hopValues) / bandwidth;
+    } else if (auto psgd = dyn_cast_or_null<PowerSgdAttr>(codec)) {
+      // Two ring all-reduces across; M read by each of the three products
+      // and written once, the residual read and written (six f32 passes),
+      // 6R flops a value (hpcrt-codec-bench: 1.4-1.5 ns a value at R = 4).
+      messages = 4 * (G - 1);
+      double flops = device.peakFlops[int(hpc::cost::DType::FP32)] *
+                     clusterSpec.efficiency.matmul;
+      codecSeconds = 24.0 * double(hopValues) / bandwidth +
+                     (flops > 0 ? 6.0 * double(psgd.getRank()) * double(hopValues) / flops : 0);
+    }
+    double link = sent.acrossNodes > 0
+                      ? hpc::cost::sendTime(clusterSpec, double(sent.acrossNodes), true) +
+                            double(messages - 1) * clusterSpec.interNode.latency
+                      : 0;
+    return link + codecSeconds;
+  }
+
+  /// What the codec on `op` carries from call to call: its state, an
+  /// hpc.variable ({} for int8 and top-k without error feedback).
+  Value stateFor(Operation *op, Attribute codec, int64_t index) {
+    bool psgd = isa<PowerSgdAttr>(codec);
+    if (!psgd && !errorFeedback)
+      return {};
+    int64_t elements = codecStateElements(op);
+    auto func = op->getParentOfType<func::FuncOp>();
+    OpBuilder vb(&func.getBody().front(), func.getBody().front().begin());
+    auto type = RankedTensorType::get({elements}, vb.getF32Type());
+    std::string name = (psgd ? "dist.powersgd_state." : "dist.error_feedback.") +
+                       std::to_string(index);
+    return hpc::VariableOp::create(vb, op->getLoc(), type, vb.getStringAttr(name),
+                                   ElementsAttr(), vb.getStringAttr("error_feedback"));
   }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "auto" && mode != "none" && mode != "int8") {
+    Choice fixed = Choice::None;
+    bool isAuto = mode == "auto";
+    if (mode == "int8")
+      fixed = Choice::Int8;
+    else if (mode == "powersgd")
+      fixed = Choice::PowerSgd;
+    else if (mode == "topk")
+      fixed = Choice::TopK;
+    else if (!isAuto && mode != "none") {
       module.emitError() << "dist-compress: mode '" << mode
-                         << "' is not one of auto, none, int8";
+                         << "' is not one of auto, none, int8, powersgd, topk";
       return signalPassFailure();
     }
     if (block < 1 || block > (int64_t(1) << 24)) {
       module.emitError() << "dist-compress: block " << block << " is not in [1, 16777216]";
       return signalPassFailure();
     }
-    hpc::cost::ClusterSpec clusterSpec;
-    bool haveCluster = !cluster.empty();
+    if (rank < 1) {
+      module.emitError() << "dist-compress: PowerSGD rank " << rank << " is not at least 1";
+      return signalPassFailure();
+    }
+    if (!(ratio > 0 && ratio <= 1)) {
+      module.emitError() << "dist-compress: top-k ratio " << formatted("%g", ratio)
+                         << " is not in (0, 1]";
+      return signalPassFailure();
+    }
+    haveCluster = !cluster.empty();
     if (haveCluster) {
       std::string error;
       if (!hpc::cost::parseClusterSpec(cluster, clusterSpec, error)) {
@@ -128,10 +319,10 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
       }
     }
     auto perNodeAttr = module->getAttrOfType<IntegerAttr>("dist.ranks_per_node");
-    int64_t perNode = perNodeAttr ? perNodeAttr.getInt() : 0;
+    perNode = perNodeAttr ? perNodeAttr.getInt() : 0;
     // With no nodes known every reduction's group is its hop: count its
     // bytes "across" as if every rank were a node.
-    int64_t countPerNode = perNode > 0 ? perNode : 1;
+    countPerNode = perNode > 0 ? perNode : 1;
     SentBytes before = bytesSentByAllRanksIn(module, countPerNode);
 
     SmallVector<Operation *> candidates;
@@ -140,103 +331,129 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     module.walk([&](Operation *op) {
       if (!isa<AllReduceOp, ReduceScatterOp>(op))
         return;
-      if (!crossesNodes(op, countPerNode))
+      bool crosses = false;
+      for (int64_t r = 0, n = lookupMesh(op).numDevices(); r < n && !crosses; ++r)
+        crosses = bytesSentByRank(op, r, countPerNode).acrossNodes > 0;
+      if (!crosses)
         return;
       ++reductions;
-      std::string why = notCompressible(op, perNode, block);
+      std::string why = notCompressible(op);
       if (why.empty())
         candidates.push_back(op);
       else if (firstReason.empty())
         firstReason = why;
     });
-    if (mode == "int8" && candidates.empty()) {
-      module.emitError() << "dist-compress: --compress=int8 found no gradient reduction across "
-                            "nodes to compress ("
-                         << (reductions ? "the first: " + firstReason
+
+    double chosenTime = 0, uncompressedTime = 0;
+    int64_t stateBytes = 0, made = 0, matrices = 0, matrixValues = 0, factorValues = 0;
+    int64_t chosen[kChoices] = {};
+    std::string declined, codecReason;
+    for (Operation *op : candidates) {
+      std::string why;
+      Choice pick = fixed;
+      Attribute codec;
+      double noneTime = haveCluster ? predictedSeconds(op, {}) : 0, pickTime = noneTime;
+      if (isAuto && haveCluster) {
+        for (Choice c : {Choice::Int8, Choice::PowerSgd}) {
+          std::string unused;
+          Attribute a = codecFor(op, c, unused);
+          if (!a)
+            continue;
+          double t = predictedSeconds(op, a);
+          if (t < pickTime)
+            pick = c, codec = a, pickTime = t;
+        }
+        if (!codec && declined.empty())
+          declined = "the cost model predicts no codec faster than the link time it saves";
+      } else if (!isAuto && fixed != Choice::None) {
+        codec = codecFor(op, fixed, why);
+        if (!codec && codecReason.empty())
+          codecReason = why;
+        if (codec && haveCluster)
+          pickTime = predictedSeconds(op, codec);
+      } else if (declined.empty()) {
+        declined = isAuto ? "auto without --cluster: no link figures to weigh a codec against"
+                          : "--compress=none";
+      }
+      if (!codec)
+        continue;
+      op->setAttr("compression", codec);
+      ++made;
+      ++chosen[int(pick)];
+      uncompressedTime += noneTime;
+      chosenTime += pickTime;
+      if (auto psgd = dyn_cast<PowerSgdAttr>(codec))
+        for (const CodecPiece &p :
+             powerSgdPieces(psgd, cast<RankedTensorType>(op->getOperand(0).getType())))
+          if (p.isMatrix()) {
+            ++matrices;
+            matrixValues += p.size();
+            factorValues += rank * (p.rows + p.cols);
+          }
+      Value state = stateFor(op, codec, made - 1);
+      if (!state)
+        continue;
+      if (auto ar = dyn_cast<AllReduceOp>(op))
+        ar.getFeedbackMutable().assign(state);
+      else
+        cast<ReduceScatterOp>(op).getFeedbackMutable().assign(state);
+      stateBytes += 4 * cast<RankedTensorType>(state.getType()).getNumElements();
+    }
+    if (fixed != Choice::None && !made) {
+      module.emitError() << "dist-compress: --compress=" << mode
+                         << " found no gradient reduction across nodes to compress ("
+                         << (!codecReason.empty() ? "the first: " + codecReason
+                             : reductions         ? "the first: " + firstReason
                                         : std::string("the program reduces nothing across "
                                                       "nodes: compile a train step with a "
                                                       "dp axis of the mesh on several nodes"))
                          << ")";
       return signalPassFailure();
     }
-
-    Builder b(&getContext());
-    auto codec = Int8BlockAttr::get(&getContext(), block);
-    double compressedTime = 0, uncompressedTime = 0, codecTime = 0;
-    int64_t feedbackBytes = 0, made = 0;
-    std::string declined;
-    for (Operation *op : candidates) {
-      SentBytes flat = bytesSentByRank(op, 0, countPerNode);
-      int64_t messages = 0;
-      {
-        MeshAttr mesh = lookupMesh(op);
-        std::optional<uint64_t> p;
-        if (auto a = op->getAttrOfType<IntegerAttr>("ranks_per_node"))
-          p = a.getInt();
-        std::optional<TwoLevels> levels =
-            p ? twoLevels(mesh, axisNames(op->getAttrOfType<ArrayAttr>("axes")), int64_t(*p))
-              : std::nullopt;
-        int64_t G = levels ? levels->nodes
-                           : groupSize(mesh, axisNames(op->getAttrOfType<ArrayAttr>("axes")));
-        messages = (isa<AllReduceOp>(op) ? 2 : 1) * (G - 1);
-      }
-      op->setAttr("compression", codec);
-      SentBytes squeezed = bytesSentByRank(op, 0, countPerNode);
-      // The codec's memory traffic per value of the hop: the residual read
-      // and written, the value read, its int8 written, the pieces decoded
-      // and summed, and the same again for an all-reduce's gather.
-      int64_t hopValues = errorFeedbackElements(op);
-      double codecSeconds =
-          haveCluster ? 30.0 * double(hopValues) /
-                            (clusterSpec.device.memoryBandwidth * clusterSpec.efficiency.memory)
-                      : 0;
-      double before = haveCluster ? linkTime(clusterSpec, double(flat.acrossNodes), messages) : 0;
-      double after =
-          haveCluster ? linkTime(clusterSpec, double(squeezed.acrossNodes), messages) : 0;
-      bool take = mode == "int8" || (mode == "auto" && haveCluster && after + codecSeconds < before);
-      if (!take) {
-        op->removeAttr("compression");
-        if (declined.empty())
-          declined = mode == "none"     ? "--compress=none"
-                     : !haveCluster     ? "auto without --cluster: no link figures to weigh the codec against"
-                                        : "the cost model predicts the codec slower than the link time it saves";
-        continue;
-      }
-      ++made;
-      uncompressedTime += before;
-      compressedTime += after;
-      codecTime += codecSeconds;
-      if (!errorFeedback)
-        continue;
-      // The residual: this rank's own, planned in the state region.
-      auto func = op->getParentOfType<func::FuncOp>();
-      OpBuilder vb(&func.getBody().front(), func.getBody().front().begin());
-      auto type = RankedTensorType::get({hopValues}, b.getF32Type());
-      Value state = hpc::VariableOp::create(
-          vb, op->getLoc(), type, vb.getStringAttr("dist.error_feedback." + std::to_string(made - 1)),
-          ElementsAttr(), vb.getStringAttr("error_feedback"));
-      if (auto ar = dyn_cast<AllReduceOp>(op))
-        ar.getFeedbackMutable().assign(state);
-      else
-        cast<ReduceScatterOp>(op).getFeedbackMutable().assign(state);
-      feedbackBytes += 4 * hopValues;
-    }
     compressedReductions = made;
+    report(module, before, reductions, made, chosen, declined, firstReason, stateBytes,
+           matrices, matrixValues, factorValues, chosenTime, uncompressedTime);
+  }
+
+  /// Prints the one-line report and records the module's byte counts.
+  void report(ModuleOp module, SentBytes before, int64_t reductions, int64_t made,
+              const int64_t (&chosen)[kChoices], StringRef declined, StringRef firstReason,
+              int64_t stateBytes, int64_t matrices, int64_t matrixValues, int64_t factorValues,
+              double chosenTime, double uncompressedTime) {
     SentBytes now = bytesSentByAllRanksIn(module, countPerNode);
+    // The codecs used: "int8 blocks of 256", "PowerSGD rank 4 on 9 matrices
+    // (0.0210x of their values)", "top-k 1%", each with its count when mixed.
+    SmallVector<std::string> used;
+    for (Choice c : {Choice::Int8, Choice::PowerSgd, Choice::TopK}) {
+      if (!chosen[int(c)])
+        continue;
+      std::string text =
+          c == Choice::Int8 ? llvm::formatv("int8 blocks of {0}", block.getValue()).str()
+          : c == Choice::TopK
+              ? formatted("top-k ratio %g", ratio.getValue())
+              : llvm::formatv("PowerSGD rank {0} on {1} matrices ({2:F4}x of their values)",
+                              rank.getValue(), matrices,
+                              matrixValues ? double(factorValues) / double(matrixValues) : 0.0)
+                    .str();
+      if (chosen[int(c)] != made)
+        text += llvm::formatv(" x{0}", chosen[int(c)]).str();
+      used.push_back(text);
+    }
+    std::string codecs =
+        made ? " (" + llvm::join(used, ", ") + ", error feedback " +
+                   (errorFeedback ? "on" : "off") + ")"
+             : "";
     std::string why = made                ? ""
-                      : !declined.empty() ? " (" + declined + ")"
-                      : reductions        ? " (the first: " + firstReason + ")"
+                      : !declined.empty() ? " (" + declined.str() + ")"
+                      : reductions        ? " (the first: " + firstReason.str() + ")"
                                           : " (nothing is reduced across nodes)";
     llvm::errs() << llvm::formatv(
-        "dist-compress: {0} of {1} reductions across nodes compressed (int8 blocks "
-        "of {2}, error feedback {3}){4}; per step the ranks send {5} bytes across nodes "
-        "(uncompressed: {6}), error-feedback state {7} bytes a rank",
-        made, reductions, block.getValue(), errorFeedback ? "on" : "off", why, now.acrossNodes,
-        before.acrossNodes, feedbackBytes);
+        "dist-compress: {0} of {1} reductions across nodes compressed{2}{3}; per step the "
+        "ranks send {4} bytes across nodes (uncompressed: {5}), codec state {6} bytes a rank",
+        made, reductions, codecs, why, now.acrossNodes, before.acrossNodes, stateBytes);
     if (haveCluster && made)
-      llvm::errs() << llvm::formatv("; predicted hop time {0:E2} s compressed vs {1:E2} s "
-                                    "(codec {2:E2} s)",
-                                    compressedTime + codecTime, uncompressedTime, codecTime);
+      llvm::errs() << llvm::formatv("; predicted hop time {0:E2} s compressed vs {1:E2} s",
+                                    chosenTime, uncompressedTime);
     llvm::errs() << "\n";
     auto i64 = IntegerType::get(&getContext(), 64);
     if (perNode > 0) {
@@ -244,7 +461,7 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
       module->setAttr("dist.bytes_within_nodes",
                       IntegerAttr::get(i64, now.total - now.acrossNodes));
     }
-    module->setAttr("dist.error_feedback_bytes", IntegerAttr::get(i64, feedbackBytes));
+    module->setAttr("dist.error_feedback_bytes", IntegerAttr::get(i64, stateBytes));
     if (module->hasAttr("dist.bytes_per_rank"))
       module->setAttr("dist.bytes_per_rank", IntegerAttr::get(i64, bytesSentByRankZeroIn(module)));
   }

@@ -369,6 +369,46 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     return !(gemm && gemm.getC());
   }
 
+  /// The axes a scatter-add into zeros leaves its result a partial sum
+  /// over (see visit), if it may.
+  std::optional<std::vector<std::string>> scatteredPartial(hpc::ScatterElementsOp scatter) {
+    const Sharding *upd = incoming(scatter.getUpdates());
+    const Sharding *idx = incoming(scatter.getIndices());
+    if (!upd || !keepsPartial(scatter.getUpdates()))
+      return std::nullopt;
+    auto replicatedDims = [](const Sharding &s) {
+      return llvm::all_of(s.dims, [](const auto &axes) { return axes.empty(); });
+    };
+    std::vector<std::string> axes;
+    if (!upd->partial.empty() && replicatedDims(*upd) && (!idx || idx->isReplicated())) {
+      axes = upd->partial;
+    } else if (upd->partial.empty() && idx && *idx == *upd) {
+      int64_t axis = scatter.getAxis();
+      for (auto [d, on] : llvm::enumerate(upd->dims))
+        if (!on.empty() && int64_t(d) != axis)
+          return std::nullopt;
+      axes = upd->dims[axis];
+    }
+    if (axes.empty())
+      return std::nullopt;
+    auto updates = cast<RankedTensorType>(scatter.getUpdates().getType());
+    if (scatter.getType().getNumElements() <= updates.getNumElements())
+      return axes;
+    // Added to a partial sum over the same axes: reduced anyway.
+    Value result = scatter.getResult();
+    if (!result.hasOneUse())
+      return std::nullopt;
+    auto add = dyn_cast<hpc::AddOp>(*result.getUsers().begin());
+    if (!add || add.getType() != result.getType())
+      return std::nullopt;
+    Value other = add->getOperand(0) == result ? add->getOperand(1) : add->getOperand(0);
+    const Sharding *sum = incoming(other);
+    if (!sum || other.getType() != result.getType() || !keepsPartial(other) ||
+        sum->partial != axes || !replicatedDims(*sum))
+      return std::nullopt;
+    return axes;
+  }
+
   LogicalResult visit(Operation *op, bool megatron) {
     MLIRContext *ctx = &getContext();
     if (shardingOfVariable(op))
@@ -435,32 +475,30 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         return success();
       }
     }
-    // A scatter-add of partial sums into zeros is a partial sum of the
-    // scattered result: scatter(0, i, sum_r u_r) = sum_r scatter(0, i, u_r).
-    // A position embedding's gradient (its batch summed out, then scattered
-    // into the table) is reduced after the scatter, so it joins the last
-    // gradient bucket instead of being all-reduced alone and waited for
-    // at once at the end of the backward pass. Only where the table is no
-    // bigger than the updates (a table of more positions than the sequence
-    // uses would move more bytes reduced whole).
+    // A scatter-add into zeros whose contributions are spread over ranks
+    // is a partial sum of the scattered result, scatter(0, i, sum_r u_r) =
+    // sum_r scatter(0, i, u_r): when the updates are partial sums (the
+    // indices whole), or when updates and indices are split alike along
+    // the scatter axis only (each rank scatters its own entries: a token
+    // embedding's rows). It is reduced after the scatter, so it joins a
+    // gradient bucket instead of gathering the updates and indices to
+    // every rank. Only where that moves no more bytes: the table is no
+    // bigger than the updates (a table of more positions than the
+    // sequence uses would move more bytes reduced whole), or it is added
+    // to a partial sum that is reduced anyway (a tied embedding's table
+    // gradient, one all-reduce for both).
     if (auto scatter = dyn_cast<hpc::ScatterElementsOp>(op);
-        scatter && scatter.getType().getNumElements() <=
-                       cast<RankedTensorType>(scatter.getUpdates().getType()).getNumElements()) {
-      const Sharding *upd = incoming(scatter.getUpdates());
-      const Sharding *idx = incoming(scatter.getIndices());
-      auto whole = [](const Sharding *s) {
-        return !s || (s->partial.empty() &&
-                      llvm::all_of(s->dims, [](const auto &axes) { return axes.empty(); }));
-      };
-      if (scatter.getReduction() == "add" && hpc::isZeroConstant(scatter.getInput()) && upd &&
-          !upd->partial.empty() && keepsPartial(scatter.getUpdates()) &&
-          llvm::all_of(upd->dims, [](const auto &axes) { return axes.empty(); }) &&
-          whole(idx)) {
+        scatter && scatter.getReduction() == "add" && hpc::isZeroConstant(scatter.getInput())) {
+      if (std::optional<std::vector<std::string>> axes = scatteredPartial(scatter)) {
         int64_t rank = scatter.getType().getRank();
         Sharding out = Sharding::replicated(rank);
-        out.partial = upd->partial;
+        out.partial = *axes;
+        const Sharding *idx = incoming(scatter.getIndices());
+        const Sharding *upd = incoming(scatter.getUpdates());
         Attribute plain = Sharding::replicated(rank).toAttr(ctx);
-        op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, {plain, plain, upd->toAttr(ctx)}));
+        op->setAttr("dist.operand_shardings",
+                    ArrayAttr::get(ctx, {plain, idx ? idx->toAttr(ctx) : plain,
+                                         upd->toAttr(ctx)}));
         op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {out.toAttr(ctx)}));
         current[op->getResult(0)] = out;
         return success();

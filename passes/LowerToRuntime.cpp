@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
@@ -49,6 +50,45 @@ FailureOr<int64_t> axisIndex(Operation *op, StringRef name) {
   return index;
 }
 
+/// A codec the runtime's reductions run (hpcrt.h): a string,
+/// "int8_block:B", "topk:RATIO" or "powersgd:R[:no_feedback]", and for
+/// PowerSGD its pieces and chunk bounds as two integer vectors.
+LogicalResult encodeCompression(Operation *op, Attribute codec, EncodedAttrs &out) {
+  using namespace hpc::dist;
+  if (auto int8 = dyn_cast<Int8BlockAttr>(codec)) {
+    out.strings.push_back("int8_block:" + std::to_string(int8.getBlock()));
+    return success();
+  }
+  if (auto topk = dyn_cast<TopKAttr>(codec)) {
+    // 17 significant digits: strtod reads back the same double.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::format("%.17g", topk.getShare());
+    out.strings.push_back("topk:" + text);
+    return success();
+  }
+  auto psgd = dyn_cast<PowerSgdAttr>(codec);
+  if (!psgd)
+    return op->emitOpError("has a compression the runtime lacks: ") << codec;
+  out.strings.push_back("powersgd:" + std::to_string(psgd.getRank()) +
+                        (psgd.getErrorFeedback() ? "" : ":no_feedback"));
+  SmallVector<CodecPiece> pieces =
+      powerSgdPieces(psgd, cast<RankedTensorType>(op->getOperand(0).getType()));
+  out.ints.push_back(2 * int64_t(pieces.size()));
+  for (const CodecPiece &p : pieces)
+    llvm::append_range(out.ints, ArrayRef<int64_t>{p.rows, p.cols});
+  // The chunks of a node's members in two levels (else one).
+  int64_t members = 1;
+  if (auto perNode = op->getAttrOfType<IntegerAttr>("ranks_per_node"))
+    if (auto levels = twoLevels(lookupMesh(op), axisNames(op->getAttrOfType<ArrayAttr>("axes")),
+                                perNode.getInt()))
+      members = levels->perNode;
+  SmallVector<int64_t> bounds = powerSgdChunks(pieces, members);
+  out.ints.push_back(int64_t(bounds.size()));
+  llvm::append_range(out.ints, bounds);
+  return success();
+}
+
 FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
   EncodedAttrs out;
   bool isDist = isa<hpc::dist::DistDialect>(op->getDialect());
@@ -65,11 +105,8 @@ FailureOr<EncodedAttrs> encodeAttributes(Operation *op) {
   for (StringRef name : names) {
     Attribute a = attrs.get(name);
     if (isDist && name == "compression") {
-      // A codec the runtime's reductions run: a string, "int8_block:B".
-      if (auto int8 = dyn_cast_or_null<hpc::dist::Int8BlockAttr>(a))
-        out.strings.push_back("int8_block:" + std::to_string(int8.getBlock()));
-      else if (a)
-        return op->emitOpError("has a compression the runtime lacks: ") << a, failure();
+      if (a && failed(encodeCompression(op, a, out)))
+        return failure();
       continue;
     }
     if (name == "operandSegmentSizes")

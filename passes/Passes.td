@@ -641,40 +641,69 @@ def DistHierarchical : Pass<"dist-hierarchical", "mlir::ModuleOp"> {
 }
 
 def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
-  let summary = "Compress the gradient reductions' hop across nodes (int8 blocks, error feedback)";
+  let summary = "Compress the gradient reductions' hop across nodes (int8 blocks, PowerSGD, "
+                "top-k; error feedback)";
   let description = [{
     Runs after dist-hierarchical, before dist-async-collectives. A gradient
     reduction (an f32 sum or avg all_reduce or reduce_scatter whose result
-    reaches an optimizer update's gradient through data movement, at least
-    one block of values) is compressible when its hop across nodes is its
-    own: the cross-node reduction of a two-level one (`ranks_per_node`), or
-    a flat one whose members all lie on different nodes; with no nodes
-    known (no module `dist.ranks_per_node`) the whole group counts as the
-    hop. `mode=int8` compresses every compressible one with
-    `#dist.int8_block<block = B>` (`block`, default 256: 0.254x of the
-    hop's f32 bytes); `auto` (default) those where the cost model of
-    `cluster` predicts the link time saved above the codec's time (memory
-    passes at the device's bandwidth; without a cluster, none); `none`
-    none. With `error-feedback` (default) every compressed reduction gets
-    its residual, an `hpc.variable "dist.error_feedback.K" {role =
-    "error_feedback"}` of hpc::dist::errorFeedbackElements f32 values,
-    zero at start, checkpointed with the rest of the state.
+    reaches an optimizer update's gradient through data movement) is
+    compressible when its hop across nodes is its own: the cross-node
+    reduction of a two-level one (`ranks_per_node`), or a flat one whose
+    members all lie on different nodes; with no nodes known (no module
+    `dist.ranks_per_node`) the whole group counts as the hop.
 
-    It prints `dist-compress: K of M reductions across nodes compressed (int8
-    blocks of B, error feedback on|off); per step the ranks send X bytes
-    across nodes (uncompressed: X0), error-feedback state E bytes a rank; predicted hop time C s compressed vs U s (codec D s)`,
-    with the reason when none is, recounts `dist.bytes_across_nodes`,
+    `mode` picks the codec of every compressible reduction it applies to:
+    `int8` `#dist.int8_block<block = B>` (`block`, default 256: 0.254x of
+    the hop's f32 bytes; at least one block of values); `powersgd`
+    `#dist.powersgd<rank = R>` (`rank`, default 4; all_reduces only) with
+    the pieces of a dist-bucket bucket read from its concat: each gradient
+    of two or more dimensions whose rank-R factors are smaller than it a
+    matrix, the rest exact; `topk` `#dist.topk<ratio = F>` (`ratio`,
+    default 0.01). `auto` (default) picks per reduction the fastest of none,
+    int8 and PowerSGD at `rank` that the cost model of `cluster` predicts
+    (rank 0's bytes across on the link, the messages' latency, the codec's
+    memory passes and products; without a cluster, none); `none` none.
+
+    Every compressed reduction gets its state, an `hpc.variable {role =
+    "error_feedback"}` of hpc::dist::codecStateElements f32 values, zero at
+    start, checkpointed with the rest of the state: with `error-feedback`
+    (default) the int8 and top-k residuals ("dist.error_feedback.K"), and
+    always PowerSGD's Q's with, under error feedback, its residuals
+    ("dist.powersgd_state.K").
+
+    ```mlir
+    // before (a bucket of a 64x256 weight gradient and its bias)
+    %b = hpc.concat %w, %bias {axis = 0} : ... -> tensor<16640xf32>
+    %r = dist.all_reduce %b over ["dp"] avg {ranks_per_node = 2 : i64} : ...
+    // after, mode=powersgd rank=4
+    %s = hpc.variable "dist.powersgd_state.0" {role = "error_feedback"} : tensor<...xf32>
+    %r = dist.all_reduce %b over ["dp"] avg feedback %s : tensor<...xf32>
+        {compression = #dist.powersgd<rank = 4, pieces = [64x256, 256]>,
+         ranks_per_node = 2 : i64} : ...
+    ```
+
+    It prints `dist-compress: K of M reductions across nodes compressed
+    (CODECS, error feedback on|off); per step the ranks send X bytes across
+    nodes (uncompressed: X0), codec state E bytes a rank; predicted hop time
+    C s compressed vs U s`, CODECS naming each codec used (PowerSGD with its
+    matrices and the share of their values its factors carry), with the
+    reason when none is; recounts `dist.bytes_across_nodes`,
     `dist.bytes_within_nodes` and `dist.bytes_per_rank`, and sets
-    `dist.error_feedback_bytes`. `mode=int8` with nothing to compress is an
-    error.
+    `dist.error_feedback_bytes` (the codec state). A fixed mode with nothing
+    to compress is an error.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
-           "auto (the cost model decides), none, or int8 (every compressible reduction)">,
+           "auto (the cost model picks none, int8 or powersgd), none, int8, powersgd or "
+           "topk (every compressible reduction)">,
     Option<"block", "block", "int64_t", /*default=*/"256",
            "Values per f32 scale of the int8 blocks">,
+    Option<"rank", "rank", "int64_t", /*default=*/"4",
+           "PowerSGD's rank (also the one auto weighs)">,
+    Option<"ratio", "ratio", "double", /*default=*/"0.01",
+           "The share of values top-k keeps, in (0, 1]">,
     Option<"errorFeedback", "error-feedback", "bool", /*default=*/"true",
-           "Keep each compressed reduction's rounding error and add it to the next step's">,
+           "Keep each compressed reduction's compression error and add it to the next step's">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
            "The cluster (PRESET:NODES or a cluster JSON file) whose cost model decides "
            "in auto mode">

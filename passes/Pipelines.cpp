@@ -117,7 +117,14 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   // On the final reductions (buckets, levels), before their starts.
   if (compress != "none") {
     DistCompressOptions codec;
-    codec.mode = compress.str();
+    CompressSpec spec;
+    std::string error;
+    // A bad value goes on as the mode, which dist-compress refuses.
+    spec.mode = compress.str();
+    parseCompressSpec(compress, spec, error);
+    codec.mode = spec.mode;
+    codec.rank = spec.rank;
+    codec.ratio = spec.ratio;
     codec.errorFeedback = errorFeedback;
     codec.cluster = bucketCluster.str();
     pm.addPass(createDistCompress(codec));
@@ -138,6 +145,42 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                          options.ranksPerNode, options.hierarchical,
                          options.train ? llvm::StringRef(options.compress) : "none",
                          options.errorFeedback);
+}
+
+bool hpc::parseCompressSpec(llvm::StringRef text, CompressSpec &out, std::string &error) {
+  auto [mode, parameter] = text.split(':');
+  bool hasParameter = text.contains(':');
+  if (mode == "auto" || mode == "none" || mode == "int8") {
+    if (hasParameter) {
+      error = "--compress=" + mode.str() + " takes no parameter, not '" + parameter.str() + "'";
+      return false;
+    }
+    out.mode = mode.str();
+    return true;
+  }
+  if (mode == "powersgd") {
+    int64_t rank = 4;
+    if (hasParameter && (parameter.getAsInteger(10, rank) || rank < 1)) {
+      error = "--compress=powersgd:R needs a rank R of 1 or more, not '" + parameter.str() + "'";
+      return false;
+    }
+    out.mode = "powersgd";
+    out.rank = rank;
+    return true;
+  }
+  if (mode == "topk") {
+    double ratio = 0.01;
+    if (hasParameter && (parameter.getAsDouble(ratio) || !(ratio > 0 && ratio <= 1))) {
+      error = "--compress=topk:F needs a ratio F in (0, 1], not '" + parameter.str() + "'";
+      return false;
+    }
+    out.mode = "topk";
+    out.ratio = ratio;
+    return true;
+  }
+  error = "--compress must be auto, none, int8, powersgd[:R] or topk[:F], not '" + text.str() +
+          "'";
+  return false;
 }
 
 void hpc::registerPipelines() {

@@ -5,6 +5,8 @@
 //   #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_node>
 //   #dist.sharding<[[dp], [], [tp]], partial = sum[tp]>
 //   #dist.int8_block<block = 256>
+//   #dist.powersgd<rank = 4, pieces = [64x192, 192]>
+//   #dist.topk<ratio = 0.01>
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,6 +158,111 @@ LogicalResult Int8BlockAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     int64_t block) {
   if (block < 1 || block > (int64_t(1) << 24))
     return emitError() << "int8_block: block must be in [1, 16777216], not " << block;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PowerSgdAttr
+//===----------------------------------------------------------------------===//
+
+Attribute PowerSgdAttr::parse(AsmParser &parser, Type) {
+  int64_t rank = 0;
+  bool feedback = true;
+  SmallVector<int64_t> rows, cols;
+  if (parser.parseLess() || parser.parseKeyword("rank") || parser.parseEqual() ||
+      parser.parseInteger(rank))
+    return {};
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return {};
+    if (key == "pieces") {
+      auto piece = [&]() -> ParseResult {
+        SmallVector<int64_t> dims;
+        if (parser.parseDimensionList(dims, /*allowDynamic=*/false, /*withTrailingX=*/false))
+          return failure();
+        if (dims.size() != 1 && dims.size() != 2)
+          return parser.emitError(parser.getCurrentLocation(),
+                                  "powersgd: a piece is N (values reduced exactly) or RxC "
+                                  "(a matrix)");
+        rows.push_back(dims[0]);
+        cols.push_back(dims.size() == 2 ? dims[1] : 0);
+        return success();
+      };
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, piece))
+        return {};
+    } else if (key == "error_feedback") {
+      if (succeeded(parser.parseOptionalKeyword("false")))
+        feedback = false;
+      else if (parser.parseKeyword("true"))
+        return {};
+    } else {
+      parser.emitError(parser.getCurrentLocation(), "powersgd: unknown parameter '")
+          << key << "' (pieces, error_feedback)";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<PowerSgdAttr>(parser.getContext(), rank, rows, cols, feedback);
+}
+
+void PowerSgdAttr::print(AsmPrinter &printer) const {
+  printer << "<rank = " << getRank();
+  if (!getRows().empty()) {
+    printer << ", pieces = [";
+    for (auto [i, r] : llvm::enumerate(getRows())) {
+      printer << (i ? ", " : "") << r;
+      if (getCols()[i])
+        printer << "x" << getCols()[i];
+    }
+    printer << "]";
+  }
+  if (!getErrorFeedback())
+    printer << ", error_feedback = false";
+  printer << ">";
+}
+
+LogicalResult PowerSgdAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rank,
+                                   ArrayRef<int64_t> rows, ArrayRef<int64_t> cols, bool) {
+  if (rank < 1)
+    return emitError() << "powersgd: rank must be at least 1, not " << rank;
+  if (rows.size() != cols.size())
+    return emitError() << "powersgd: " << rows.size() << " piece row counts, " << cols.size()
+                       << " column counts";
+  for (auto [i, r] : llvm::enumerate(rows)) {
+    if (r < 1 || cols[i] < 0)
+      return emitError() << "powersgd: piece " << i << " is empty";
+    if (cols[i] && rank > std::min(r, cols[i]))
+      return emitError() << "powersgd: rank " << rank << " is above the smaller dimension of "
+                         << "matrix piece " << i << " (" << r << "x" << cols[i] << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TopKAttr
+//===----------------------------------------------------------------------===//
+
+Attribute TopKAttr::parse(AsmParser &parser, Type) {
+  double ratio = 0;
+  if (parser.parseLess() || parser.parseKeyword("ratio") || parser.parseEqual() ||
+      parser.parseFloat(ratio) || parser.parseGreater())
+    return {};
+  return parser.getChecked<TopKAttr>(parser.getContext(), llvm::APFloat(ratio));
+}
+
+void TopKAttr::print(AsmPrinter &printer) const {
+  printer << "<ratio = ";
+  printer.printFloat(getRatio());
+  printer << ">";
+}
+
+LogicalResult TopKAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               llvm::APFloat ratio) {
+  double r = ratio.convertToDouble();
+  if (!(r > 0 && r <= 1))
+    return emitError() << "topk: ratio must be in (0, 1], not " << r;
   return success();
 }
 

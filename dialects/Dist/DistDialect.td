@@ -134,6 +134,72 @@ def Dist_Int8BlockAttr : Dist_Attr<"Int8Block", "int8_block"> {
   let genVerifyDecl = 1;
 }
 
+def Dist_PowerSgdAttr : Dist_Attr<"PowerSgd", "powersgd"> {
+  let summary = "A reduction's compression: PowerSGD's rank-R approximation of its matrices";
+  let description = [{
+    On a `dist.all_reduce` (f32, sum or avg) as its `compression`: the hop
+    it applies to (the cross-node one of a two-level reduction, else the
+    whole group) sends, for each matrix M (rows x cols) of its values, the
+    rank-R factors of PowerSGD (Vogels et al. 2019): P = M Q summed over
+    the hop, P's columns orthonormalized, Q = M^T P summed over the hop, and
+    the result P Q^T, with Q kept for the next call (warm start). Both sums
+    are plain f32 ring all-reduces, one over the P's of all matrices (and
+    the values reduced exactly) and one over the Q's: R (rows + cols) values
+    of a matrix instead of rows x cols.
+
+    `pieces` lists the reduction's values in order: `RxC` a matrix it
+    compresses, `N` a run of values it reduces exactly (biases, norms); none
+    listed: the value is one matrix, its first dimension by the rest. In two
+    levels the node's members each take a run of whole pieces (the node's
+    reduce-scatter and all-gather run on piece boundaries, see
+    hpc::dist::powerSgdChunks). Its state operand (required) holds each
+    matrix's Q, then, with `error_feedback` (default true), each matrix's
+    residual: what it held minus what the hop's result gave it, added to the
+    next call's values.
+
+    ```mlir
+    #dist.powersgd<rank = 4>
+    #dist.powersgd<rank = 2, pieces = [64x192, 192, 64x64], error_feedback = false>
+    ```
+  }];
+  let parameters = (ins "int64_t":$rank, ArrayRefParameter<"int64_t", "rows">:$rows,
+                        ArrayRefParameter<"int64_t", "columns (0: reduced exactly)">:$cols,
+                        "bool":$errorFeedback);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Dist_TopKAttr : Dist_Attr<"TopK", "topk"> {
+  let summary = "A reduction's compression: the largest-magnitude values and their indices";
+  let description = [{
+    On a `dist.all_reduce` or `dist.reduce_scatter` (f32, sum or avg) as its
+    `compression`: on the hop it applies to, each member keeps ceil(ratio x
+    m) of the m values it would send, those of largest magnitude (ties to
+    the lower index), and sends them as (u32 index, f32 value) pairs. An
+    all_reduce all-gathers every member's pairs and sums them in group order
+    (bitwise the same result on every member); a reduce_scatter sends each
+    member the pairs of its block. With an error-feedback operand the values
+    left out are added to what the rank sends next (Deep Gradient
+    Compression's accumulation).
+
+    ```mlir
+    #dist.topk<ratio = 0.01>
+    ```
+  }];
+  let parameters = (ins APFloatParameter<"the share of values kept">:$ratio);
+  let builders = [
+    AttrBuilder<(ins "double":$ratio), [{
+      return $_get($_ctxt, ::llvm::APFloat(ratio));
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The share of values kept, in (0, 1].
+    double getShare() const { return getRatio().convertToDouble(); }
+  }];
+}
+
 def Dist_TokenType : TypeDef<Dist_Dialect, "Token"> {
   let mnemonic = "token";
   let summary = "An in-flight asynchronous collective";

@@ -9,6 +9,8 @@
 
 #include "Dist/DistOps.h"
 
+#include "common/Codecs.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SmallSet.h"
@@ -43,11 +45,11 @@ SmallVector<StringRef> hpc::dist::axisNames(ArrayAttr axes) {
   return names;
 }
 
-/// Ring all_reduce of n elements over g members, from member i: g-1
-/// reduce-scatter steps then g-1 all-gather steps, one chunk each (chunk c
-/// has n/g elements, one more for c < n%g), as MpiComm::allReduce sends.
-static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes, int64_t i) {
-  auto chunk = [&](int64_t c) { return n / g + (c < n % g ? 1 : 0); };
+/// Ring all_reduce over g members whose chunk c has chunk(c) elements,
+/// from member i: g-1 reduce-scatter steps sending chunk i-s, then g-1
+/// all-gather steps sending chunk i-s+1, as MpiComm's ring passes send.
+template <typename Chunk>
+static int64_t ringAllReduceBytes(int64_t g, int64_t elementBytes, int64_t i, Chunk chunk) {
   auto mod = [&](int64_t a) { return ((a % g) + g) % g; };
   int64_t elements = 0;
   for (int64_t s = 0; s < g - 1; ++s)
@@ -55,17 +57,64 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes, in
   return elements * elementBytes;
 }
 
-int64_t hpc::dist::int8BlockBytes(int64_t n, int64_t block) {
-  return n <= 0 ? 0 : n + 4 * ((n + block - 1) / block);
-}
-
-/// Chunk c of n values split over g members (MpiComm's chunkSize).
+/// Chunk c of n values split over g members (MpiComm's chunkSize): n/g,
+/// one more for c < n%g.
 static int64_t chunkOf(int64_t n, int64_t g, int64_t c) { return n / g + (c < n % g ? 1 : 0); }
 
-/// The codec block of a compressed reduction (0: not compressed).
-static int64_t codecBlock(Attribute compression) {
-  auto int8 = dyn_cast_or_null<Int8BlockAttr>(compression);
-  return int8 ? int8.getBlock() : 0;
+/// The ring all_reduce of n elements in even chunks.
+static int64_t ringAllReduceBytes(int64_t n, int64_t g, int64_t elementBytes, int64_t i) {
+  return ringAllReduceBytes(g, elementBytes, i, [&](int64_t c) { return chunkOf(n, g, c); });
+}
+
+SmallVector<CodecPiece> hpc::dist::powerSgdPieces(PowerSgdAttr codec, RankedTensorType input) {
+  SmallVector<CodecPiece> pieces;
+  for (auto [r, c] : llvm::zip(codec.getRows(), codec.getCols()))
+    pieces.push_back({r, c});
+  if (pieces.empty() && input.getRank() >= 1) {
+    int64_t rows = input.getDimSize(0);
+    pieces.push_back({rows, rows ? input.getNumElements() / rows : 0});
+  }
+  return pieces;
+}
+
+SmallVector<int64_t> hpc::dist::powerSgdChunks(ArrayRef<CodecPiece> pieces, int64_t L) {
+  SmallVector<int64_t> prefix{0};
+  for (const CodecPiece &p : pieces)
+    prefix.push_back(prefix.back() + p.size());
+  const int64_t P = int64_t(pieces.size()), total = prefix.back();
+  SmallVector<int64_t> bounds{0};
+  for (int64_t j = 1; j < L; ++j) {
+    // The boundary nearest j/L of the values: |prefix * L - j * total| least.
+    int64_t best = bounds.back();
+    auto off = [&](int64_t b) { return std::abs(prefix[b] * L - j * total); };
+    for (int64_t b = best + 1; b <= P; ++b)
+      if (off(b) < off(best))
+        best = b;
+    bounds.push_back(best);
+  }
+  bounds.push_back(P);
+  return bounds;
+}
+
+PowerSgdSums hpc::dist::powerSgdSums(ArrayRef<CodecPiece> pieces, int64_t begin, int64_t end,
+                                     int64_t rank) {
+  PowerSgdSums sums;
+  for (const CodecPiece &p : pieces.slice(begin, end - begin)) {
+    sums.first += p.isMatrix() ? p.rows * rank : p.rows;
+    sums.second += p.isMatrix() ? p.cols * rank : 0;
+  }
+  return sums;
+}
+
+/// PowerSGD's state for pieces [begin, end): each matrix's Q, then with
+/// error feedback each matrix's residual.
+static int64_t powerSgdState(ArrayRef<CodecPiece> pieces, int64_t begin, int64_t end,
+                             int64_t rank, bool feedback) {
+  int64_t n = 0;
+  for (const CodecPiece &p : pieces.slice(begin, end - begin))
+    if (p.isMatrix())
+      n += p.cols * rank + (feedback ? p.rows * p.cols : 0);
+  return n;
 }
 
 /// Mesh axis indices of a collective's `axes` attribute.
@@ -231,30 +280,65 @@ SentBytes hpc::dist::bytesSentByRank(Operation *op, int64_t rank, int64_t ranksP
       int64_t L = int64_t(p.local.size()), N = int64_t(p.cross.size());
       int64_t localNext = L ? p.local[(p.l + 1) % L] : 0, crossNext = N ? p.cross[(p.k + 1) % N] : 0;
       bool twoLevel = L >= 2 && N >= 2;
-      // A compressed hop (the cross-node one, or the whole group) is an
-      // all-to-all of int8 pieces: piece j of the hop's values to member j,
-      // then (all_reduce) this member's quantized sum to every other.
-      if (int64_t block = codecBlock(o.getCompressionAttr())) {
+      // A compressed hop: the cross-node one, or the whole group.
+      if (Attribute codec = o.getCompressionAttr()) {
         ArrayRef<int64_t> hop = twoLevel ? ArrayRef<int64_t>(p.cross) : ArrayRef<int64_t>(members);
         int64_t k = twoLevel ? p.k : i, G = int64_t(hop.size());
+        auto toOthers = [&](auto bytesTo) {
+          for (int64_t j = 0; j < G; ++j)
+            if (j != k)
+              sendTo(hop[j], bytesTo(j));
+        };
         if constexpr (allReduce) {
           auto t = cast<RankedTensorType>(in);
           int64_t n = t.getNumElements(), e = n ? bytesOf(t) / n : 0, m = n;
+          if (auto psgd = dyn_cast<PowerSgdAttr>(codec)) {
+            // The node's ring on whole pieces, then two plain f32 rings
+            // across: the P's (and exact values) of this member's chunk,
+            // then its Q's.
+            SmallVector<CodecPiece> pieces = powerSgdPieces(psgd, t);
+            SmallVector<int64_t> b = powerSgdChunks(pieces, twoLevel ? L : 1);
+            int64_t own = twoLevel ? (p.l + 1) % L : 0;
+            if (twoLevel)
+              sendTo(localNext, ringAllReduceBytes(L, e, p.l, [&](int64_t c) {
+                       int64_t size = 0;
+                       for (int64_t q = b[c]; q < b[c + 1]; ++q)
+                         size += pieces[q].size();
+                       return size;
+                     }));
+            PowerSgdSums sums = powerSgdSums(pieces, b[own], b[own + 1], psgd.getRank());
+            sendTo(hop[(k + 1) % G], ringAllReduceBytes(sums.first, G, 4, k) +
+                                         ringAllReduceBytes(sums.second, G, 4, k));
+            return 0;
+          }
           if (twoLevel) {
             sendTo(localNext, ringAllReduceBytes(n, L, e, p.l));
             m = chunkOf(n, L, (p.l + 1) % L);
           }
-          for (int64_t j = 0; j < G; ++j)
-            if (j != k)
-              sendTo(hop[j], int8BlockBytes(chunkOf(m, G, j), block) +
-                                 int8BlockBytes(chunkOf(m, G, k), block));
+          // int8: an all-to-all of the int8 pieces of the hop's values,
+          // then this member's quantized sum to every other; top-k: this
+          // member's pairs to every other.
+          if (auto int8 = dyn_cast<Int8BlockAttr>(codec)) {
+            int64_t B = int8.getBlock();
+            toOthers([&](int64_t j) {
+              return hpc::codecs::int8BlockBytes(chunkOf(m, G, j), B) +
+                     hpc::codecs::int8BlockBytes(chunkOf(m, G, k), B);
+            });
+          } else if (auto topk = dyn_cast<TopKAttr>(codec)) {
+            int64_t pairs = hpc::codecs::topkCount(m, topk.getShare());
+            toOthers([&](int64_t) { return pairs * hpc::codecs::kTopkPairBytes; });
+          }
         } else {
           int64_t count = cast<RankedTensorType>(resultType).getNumElements();
           if (twoLevel)
             sendTo(localNext, (L - 1) * N * bytesOf(resultType));
-          for (int64_t j = 0; j < G; ++j)
-            if (j != k)
-              sendTo(hop[j], int8BlockBytes(count, block));
+          // Each other member's block, encoded.
+          int64_t bytes = 0;
+          if (auto int8 = dyn_cast<Int8BlockAttr>(codec))
+            bytes = hpc::codecs::int8BlockBytes(count, int8.getBlock());
+          else if (auto topk = dyn_cast<TopKAttr>(codec))
+            bytes = hpc::codecs::topkCount(count, topk.getShare()) * hpc::codecs::kTopkPairBytes;
+          toOthers([&](int64_t) { return bytes; });
         }
         return 0;
       }
@@ -384,23 +468,34 @@ LogicalResult ReshardOp::verify() {
   return success();
 }
 
-int64_t hpc::dist::errorFeedbackElements(Operation *op) {
+int64_t hpc::dist::codecStateElements(Operation *op) {
   MeshAttr mesh = lookupMesh(op);
   auto elements = [&](auto o, Type resultType) -> int64_t {
-    if (!mesh || !codecBlock(o.getCompressionAttr()))
+    Attribute codec = o.getCompressionAttr();
+    if (!mesh || !codec)
       return 0;
     int64_t g = groupSize(mesh, axisNames(o.getAxes()));
     std::optional<uint64_t> perNode = o.getRanksPerNode();
     std::optional<TwoLevels> levels =
         perNode ? twoLevels(mesh, axisNames(o.getAxes()), int64_t(*perNode)) : std::nullopt;
     int64_t G = levels ? levels->nodes : g;
+    int64_t count = cast<RankedTensorType>(resultType).getNumElements();
     if constexpr (std::is_same_v<decltype(o), AllReduceOp> ||
                   std::is_same_v<decltype(o), AllReduceStartOp>) {
-      int64_t n = cast<RankedTensorType>(resultType).getNumElements();
-      int64_t m = levels ? (n + levels->perNode - 1) / levels->perNode : n;
-      return m + (m + G - 1) / G;
+      if (auto psgd = dyn_cast<PowerSgdAttr>(codec)) {
+        SmallVector<CodecPiece> pieces =
+            powerSgdPieces(psgd, cast<RankedTensorType>(o.getInput().getType()));
+        SmallVector<int64_t> b = powerSgdChunks(pieces, levels ? levels->perNode : 1);
+        int64_t most = 0;
+        for (size_t c = 0; c + 1 < b.size(); ++c)
+          most = std::max(most, powerSgdState(pieces, b[c], b[c + 1], psgd.getRank(),
+                                              psgd.getErrorFeedback()));
+        return most;
+      }
+      int64_t m = levels ? (count + levels->perNode - 1) / levels->perNode : count;
+      return isa<TopKAttr>(codec) ? m : m + (m + G - 1) / G;
     } else {
-      return G * cast<RankedTensorType>(resultType).getNumElements();
+      return G * count;
     }
   };
   if (std::optional<int64_t> n = either<AllReduceOp, AllReduceStartOp>(op, elements))
@@ -410,9 +505,8 @@ int64_t hpc::dist::errorFeedbackElements(Operation *op) {
   return 0;
 }
 
-/// A collective's compression and error-feedback operand: a codec the
-/// runtime has, on a reduction it can compress, with state of the size
-/// the codec keeps.
+/// A collective's compression and state operand: a codec the runtime has,
+/// on a reduction it can compress, with state of the size the codec keeps.
 static LogicalResult verifyCompression(Operation *op, Type input, Value feedback,
                                        std::optional<ReductionKind> kind) {
   Attribute compression = op->getAttr("compression");
@@ -421,23 +515,48 @@ static LogicalResult verifyCompression(Operation *op, Type input, Value feedback
       return op->emitOpError("has error-feedback state but no compression");
     return success();
   }
-  if (!isa<Int8BlockAttr>(compression))
+  if (!isa<Int8BlockAttr, PowerSgdAttr, TopKAttr>(compression))
     return op->emitOpError("compression ")
-           << compression << " is not a codec the runtime has (#dist.int8_block)";
+           << compression
+           << " is not a codec the runtime has (#dist.int8_block, #dist.powersgd, #dist.topk)";
   if (!kind)
     return op->emitOpError("compression applies to all_reduce and reduce_scatter only");
-  if (!cast<RankedTensorType>(input).getElementType().isF32())
-    return op->emitOpError("compresses f32 values only, not ")
-           << cast<RankedTensorType>(input).getElementType();
+  auto type = cast<RankedTensorType>(input);
+  if (!type.getElementType().isF32())
+    return op->emitOpError("compresses f32 values only, not ") << type.getElementType();
   if (*kind != ReductionKind::sum && *kind != ReductionKind::avg)
     return op->emitOpError("compresses sum and avg reductions only, not ")
            << stringifyReductionKind(*kind);
+  if (auto psgd = dyn_cast<PowerSgdAttr>(compression)) {
+    if (!isa<AllReduceOp, AllReduceStartOp>(op))
+      return op->emitOpError("#dist.powersgd compresses all_reduce only (a reduce_scatter's "
+                             "blocks are no matrices): use #dist.int8_block or #dist.topk");
+    if (psgd.getRows().empty() && type.getRank() < 2)
+      return op->emitOpError("#dist.powersgd on a value of rank ")
+             << type.getRank() << " needs its pieces listed (a matrix is RxC)";
+    int64_t values = 0;
+    for (const CodecPiece &p : powerSgdPieces(psgd, type)) {
+      if (p.isMatrix() && psgd.getRank() > std::min(p.rows, p.cols))
+        return op->emitOpError("#dist.powersgd rank ")
+               << psgd.getRank() << " is above the smaller dimension of its " << p.rows << "x"
+               << p.cols << " matrix";
+      values += p.size();
+    }
+    if (values != type.getNumElements())
+      return op->emitOpError("#dist.powersgd pieces hold ")
+             << values << " values, the reduction " << type.getNumElements();
+    if (!feedback)
+      return op->emitOpError("#dist.powersgd needs its state operand (each matrix's Q)");
+  }
+  if (isa<TopKAttr>(compression) && type.getNumElements() >= hpc::codecs::kTopkMaxValues)
+    return op->emitOpError("#dist.topk indexes its values in 32 bits: ")
+           << type.getNumElements() << " values are too many";
   if (feedback) {
     auto t = cast<RankedTensorType>(feedback.getType());
-    int64_t need = errorFeedbackElements(op);
+    int64_t need = codecStateElements(op);
     if (t.getRank() != 1 || t.getDimSize(0) != need)
-      return op->emitOpError("error-feedback state ")
-             << t << " must be tensor<" << need << "xf32> (hpc::dist::errorFeedbackElements)";
+      return op->emitOpError("codec state ")
+             << t << " must be tensor<" << need << "xf32> (hpc::dist::codecStateElements)";
   }
   return success();
 }

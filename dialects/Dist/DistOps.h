@@ -102,18 +102,50 @@ int64_t bytesOf(mlir::Type type);
 /// The block of `#dist.int8_block` when none is written.
 constexpr int64_t kDefaultInt8Block = 256;
 
-/// Bytes of `n` values sent as int8 blocks of `block` values with one f32
-/// scale each: n + 4 * ceil(n / block) (the runtime's codec, comm/Codec.h).
-int64_t int8BlockBytes(int64_t n, int64_t block);
+/// One piece of a PowerSGD reduction's values: a matrix of `rows` x
+/// `cols` it compresses, or (cols == 0) a run of `rows` values it reduces
+/// exactly.
+struct CodecPiece {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool isMatrix() const { return cols > 0; }
+  int64_t size() const { return cols > 0 ? rows * cols : rows; }
+};
 
-/// The error-feedback state of a compressed reduction (all_reduce or
+/// The pieces of a PowerSGD reduction of `input`'s values: the attribute's
+/// list, or (none listed) the whole value as one matrix, its first
+/// dimension by the product of the others.
+llvm::SmallVector<CodecPiece> powerSgdPieces(PowerSgdAttr codec, mlir::RankedTensorType input);
+
+/// How the L members of a node split PowerSGD's pieces in a two-level
+/// reduction: L + 1 piece indices b, chunk j being pieces [b_j, b_j+1),
+/// contiguous, whole pieces, each bound the piece boundary nearest j/L of
+/// the values (the lower on a tie). The node's ring reduce-scatter leaves
+/// member l with chunk (l + 1) mod L, as for even chunks. L = 1: [0, P].
+/// The compiler encodes the bounds for the runtime (hpcrt.h).
+llvm::SmallVector<int64_t> powerSgdChunks(llvm::ArrayRef<CodecPiece> pieces, int64_t L);
+
+/// What PowerSGD's two all-reduces carry for pieces [begin, end) at
+/// `rank`: first the matrices' P (rows x rank each) and the exact values,
+/// then the matrices' Q (cols x rank each).
+struct PowerSgdSums {
+  int64_t first = 0;
+  int64_t second = 0;
+};
+PowerSgdSums powerSgdSums(llvm::ArrayRef<CodecPiece> pieces, int64_t begin, int64_t end,
+                          int64_t rank);
+
+/// The codec state of a compressed reduction (all_reduce or
 /// reduce_scatter, either form, with a `compression`): the f32 values of
-/// its `feedback` operand, the most any rank needs; 0 for any other op.
-/// An all_reduce whose compressed hop reduces m values over G members keeps
-/// m + ceil(m / G) (what it sent, and the quantized sum of its part it
-/// gathers back), with m = ceil(n / L) in two levels of L members a node;
-/// a reduce_scatter keeps its G blocks of the hop's input.
-int64_t errorFeedbackElements(mlir::Operation *op);
+/// its `feedback` operand, the most any rank needs (int8 and top-k have
+/// one only with error feedback); 0 for any other op. An all_reduce
+/// whose int8 hop reduces m values over G members keeps m + ceil(m / G)
+/// (what it sent, and the quantized sum of its part it gathers back), with
+/// m = ceil(n / L) in two levels of L members a node; top-k keeps the m
+/// values it sent; a reduce_scatter keeps its G blocks of the hop's input.
+/// PowerSGD keeps, for the pieces of a member's chunk, each matrix's Q
+/// (cols x rank) and, with error feedback, its residual (rows x cols).
+int64_t codecStateElements(mlir::Operation *op);
 
 } // namespace hpc::dist
 

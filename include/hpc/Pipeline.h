@@ -68,7 +68,8 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<std::string> compress{
       *this, "compress",
       llvm::cl::desc("With train and mesh: compress the gradient reductions' hop across "
-                     "nodes (dist-compress): none (default), int8 (every one it can), auto "
+                     "nodes (dist-compress): none (default), int8, powersgd:R, topk:F (every "
+                     "one each can), auto "
                      "(where the cost model of `cluster` predicts it faster)"),
       llvm::cl::init("none")};
   Option<bool> errorFeedback{
@@ -180,8 +181,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// dist-async-collectives when `asyncCollectives`; `ranksPerNode` (0: not
 /// known) is the node size the program is placed on (dist-propagate), and
 /// with it dist-hierarchical runs in `hierarchical` mode (auto|on|off, the
-/// cost model of `bucketCluster` deciding auto); dist-compress runs in
-/// `compress` mode (none|int8|auto) with `errorFeedback`.
+/// cost model of `bucketCluster` deciding auto); dist-compress runs as
+/// `compress` says (parseCompressSpec) with `errorFeedback`.
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
@@ -194,6 +195,17 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
 /// (`overlap`), or asynchronous collectives for any program
 /// (`asyncCollectives`).
 void buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// A --compress value: dist-compress's mode and its codec's parameter.
+struct CompressSpec {
+  std::string mode = "none"; ///< auto, none, int8, powersgd or topk
+  int64_t rank = 4;          ///< powersgd:R
+  double ratio = 0.01;       ///< topk:F
+};
+
+/// Parses auto | none | int8 | powersgd[:R] | topk[:F] (R >= 1, F in
+/// (0, 1]); false with the reason in `error` for anything else.
+bool parseCompressSpec(llvm::StringRef text, CompressSpec &out, std::string &error);
 
 /// Registers the pipelines under their command-line names.
 void registerPipelines();

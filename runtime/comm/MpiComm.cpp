@@ -15,6 +15,7 @@
 #include "Reduce.h"
 
 #include "../core/Context.h"
+#include "common/Codecs.h"
 
 #include <algorithm>
 #include <climits>
@@ -297,6 +298,8 @@ void MpiGroupComm::allReduceCompressed(const void *send, void *recv, size_t coun
 void MpiGroupComm::reduceScatterCompressed(const void *send, void *recv, size_t count,
                                            int dtype, int64_t kind, const Compression &c) {
   checkCompressible(dtype, kind);
+  if (c.codec == Codec::PowerSgd)
+    fail("PowerSGD compresses all-reduces only, not a reduce-scatter");
   Reducer red = makeReducer(dtype, kind);
   auto *in = static_cast<const float *>(send);
   auto *out = static_cast<float *>(recv);
@@ -405,30 +408,44 @@ size_t chunkStart(size_t count, int g, int i) {
 }
 } // namespace
 
-void MpiComm::ringReduceScatterPass(char *d, size_t count, const Reducer &red,
+Chunks Chunks::even(size_t count, int g) {
+  Chunks c;
+  for (int i = 0; i <= g; ++i)
+    c.at.push_back(i < g ? chunkStart(count, g, i) : count);
+  return c;
+}
+
+size_t Chunks::largest() const {
+  size_t most = 0;
+  for (size_t i = 0; i + 1 < at.size(); ++i)
+    most = std::max(most, at[i + 1] - at[i]);
+  return most;
+}
+
+void MpiComm::ringReduceScatterPass(char *d, const Chunks &c, const Reducer &red,
                                     const Group &grp) {
   const int g = grp.size, r = grp.index;
   const size_t e = red.elementSize;
   const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
-  char *tmp = static_cast<char *>(scratch(chunkSize(count, g, 0) * e));
+  char *tmp = static_cast<char *>(scratch(c.largest() * e));
   // At step s send chunk r-s, receive chunk r-s-1 and combine it into
   // ours; this member ends with chunk r+1 complete.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s, g), rc = mod(r - s - 1, g);
-    exchange("all_reduce", d + chunkStart(count, g, sc) * e, chunkSize(count, g, sc) * e, next,
-             tmp, chunkSize(count, g, rc) * e, prev, grp.comm);
-    red.combine(d + chunkStart(count, g, rc) * e, tmp, chunkSize(count, g, rc));
+    exchange("all_reduce", d + c.start(sc) * e, c.size(sc) * e, next, tmp, c.size(rc) * e, prev,
+             grp.comm);
+    red.combine(d + c.start(rc) * e, tmp, c.size(rc));
   }
 }
 
-void MpiComm::ringAllGatherPass(char *d, size_t count, size_t e, const Group &grp) {
+void MpiComm::ringAllGatherPass(char *d, const Chunks &c, size_t e, const Group &grp) {
   const int g = grp.size, r = grp.index;
   const int next = grp.commRank[mod(r + 1, g)], prev = grp.commRank[mod(r - 1, g)];
   // At step s send chunk r-s+1, receive chunk r-s in place.
   for (int s = 0; s < g - 1; ++s) {
     int sc = mod(r - s + 1, g), rc = mod(r - s, g);
-    exchange("all_reduce", d + chunkStart(count, g, sc) * e, chunkSize(count, g, sc) * e, next,
-             d + chunkStart(count, g, rc) * e, chunkSize(count, g, rc) * e, prev, grp.comm);
+    exchange("all_reduce", d + c.start(sc) * e, c.size(sc) * e, next, d + c.start(rc) * e,
+             c.size(rc) * e, prev, grp.comm);
   }
 }
 
@@ -440,12 +457,12 @@ void MpiComm::ringAllReduce(char *d, size_t count, const Reducer &red, const Gro
       red.finish(d, count, finishOver);
     return;
   }
-  ringReduceScatterPass(d, count, red, grp);
+  const Chunks chunks = Chunks::even(count, g);
+  ringReduceScatterPass(d, chunks, red, grp);
   int own = mod(grp.index + 1, g);
   if (red.finish)
-    red.finish(d + chunkStart(count, g, own) * red.elementSize, chunkSize(count, g, own),
-               finishOver);
-  ringAllGatherPass(d, count, red.elementSize, grp);
+    red.finish(d + chunks.start(own) * red.elementSize, chunks.size(own), finishOver);
+  ringAllGatherPass(d, chunks, red.elementSize, grp);
 }
 
 void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const Group &grp) {
@@ -458,13 +475,13 @@ void MpiComm::allReduce(void *data, size_t count, const Reducer &red, const TwoL
   char *d = static_cast<char *>(data);
   const Group &local = t.local;
   const size_t e = red.elementSize;
-  ringReduceScatterPass(d, count, red, local);
+  const Chunks chunks = Chunks::even(count, local.size);
+  ringReduceScatterPass(d, chunks, red, local);
   // This member's chunk of the node's sum, reduced across the nodes and
   // finished over the whole group.
   int own = mod(local.index + 1, local.size);
-  ringAllReduce(d + chunkStart(count, local.size, own) * e, chunkSize(count, local.size, own),
-                red, t.cross, t.size);
-  ringAllGatherPass(d, count, e, local);
+  ringAllReduce(d + chunks.start(own) * e, chunks.size(own), red, t.cross, t.size);
+  ringAllGatherPass(d, chunks, e, local);
 }
 
 void MpiComm::reduceScatter(const void *in, void *out, size_t count, const Reducer &red,
@@ -532,6 +549,8 @@ void MpiComm::ringReduceScatter(const void *in, void *out, size_t count, const R
 
 void MpiComm::compressedAllReduceHop(float *v, size_t m, const Reducer &red, const Group &hop,
                                      int finishOver, const Compression &c) {
+  if (c.codec == Codec::TopK)
+    return topkAllReduceHop(v, m, red, hop, finishOver, c);
   const int G = hop.size, k = hop.index;
   const int64_t B = c.block;
   const size_t mine = chunkSize(m, G, k), mineAt = chunkStart(m, G, k);
@@ -552,7 +571,10 @@ void MpiComm::compressedAllReduceHop(float *v, size_t m, const Reducer &red, con
       std::fill(sent, sent + m, 0.0f);
     return;
   }
-  auto pieceBytes = [&](int j) { return int8BlockBytes(chunkSize(m, G, j), B); };
+  auto pieceBytes = [&](int j) {
+    return static_cast<size_t>(
+        hpc::codecs::int8BlockBytes(static_cast<int64_t>(chunkSize(m, G, j)), B));
+  };
   // Every piece but this member's own, encoded; its own stays exact.
   std::vector<size_t> at(static_cast<size_t>(G) + 1, 0);
   for (int j = 0; j < G; ++j)
@@ -565,7 +587,7 @@ void MpiComm::compressedAllReduceHop(float *v, size_t m, const Reducer &red, con
   if (sent)
     std::fill(sent + mineAt, sent + mineAt + mine, 0.0f);
   const size_t myBytes = pieceBytes(k);
-  codecRecv_.resize(std::max(myBytes * G, int8BlockBytes(chunkSize(m, G, 0), B)));
+  codecRecv_.resize(std::max(myBytes * G, pieceBytes(0)));
   for (int s = 1; s < G; ++s) {
     int to = mod(k + s, G), from = mod(k - s, G);
     exchange("all_reduce", codecSend_.data() + at[to], pieceBytes(to), hop.commRank[to],
@@ -601,12 +623,188 @@ void MpiComm::compressedAllReduceHop(float *v, size_t m, const Reducer &red, con
   }
 }
 
+void MpiComm::topkAllReduceHop(float *v, size_t m, const Reducer &red, const Group &hop,
+                               int finishOver, const Compression &c) {
+  const int G = hop.size, k = hop.index;
+  if (m >= static_cast<size_t>(hpc::codecs::kTopkMaxValues))
+    fail("a top-k all-reduce of " + std::to_string(m) + " values (at most 2^32 - 1)");
+  if (c.feedback) {
+    if (c.feedbackCount < m)
+      fail("error-feedback state of " + std::to_string(c.feedbackCount) +
+           " values, the top-k all-reduce needs " + std::to_string(m));
+    for (size_t i = 0; i < m; ++i)
+      v[i] += c.feedback[i];
+  }
+  if (G == 1) {
+    if (red.finish)
+      red.finish(v, m, finishOver);
+    if (c.feedback)
+      std::fill(c.feedback, c.feedback + m, 0.0f);
+    return;
+  }
+  // Every member's pairs to every other (an all-gather), then the sum of
+  // all of them in group order: bitwise the same on every member.
+  const size_t bytes = pieceBytes(c, m), pairs = bytes / hpc::codecs::kTopkPairBytes;
+  codecRecv_.resize(bytes * G);
+  char *mine = codecRecv_.data() + static_cast<size_t>(k) * bytes;
+  topkEncode(v, m, pairs, mine, c.feedback);
+  for (int s = 1; s < G; ++s) {
+    int to = mod(k + s, G), from = mod(k - s, G);
+    exchange("all_reduce", mine, bytes, hop.commRank[to],
+             codecRecv_.data() + static_cast<size_t>(from) * bytes, bytes, hop.commRank[from],
+             hop.comm);
+  }
+  std::fill(v, v + m, 0.0f);
+  for (int j = 0; j < G; ++j)
+    topkDecodeAdd(codecRecv_.data() + static_cast<size_t>(j) * bytes, pairs, m, v);
+  if (red.finish)
+    red.finish(v, m, finishOver);
+}
+
+void MpiComm::powerSgdHop(float *v, int64_t first, int64_t end, const Reducer &red,
+                          const Group &hop, int finishOver, const Compression &c) {
+  const int G = hop.size;
+  const int64_t R = c.rank;
+  // The pieces' places in v, the Q's and residuals in the state.
+  size_t values = 0, qs = 0, residuals = 0, firstSum = 0, secondSum = 0;
+  for (int64_t p = first; p < end; ++p) {
+    const bool matrix = c.cols[p] > 0;
+    const size_t size = static_cast<size_t>(matrix ? c.rows[p] * c.cols[p] : c.rows[p]);
+    values += size;
+    if (matrix) {
+      qs += static_cast<size_t>(c.cols[p] * R);
+      residuals += size;
+      firstSum += static_cast<size_t>(c.rows[p] * R);
+      secondSum += static_cast<size_t>(c.cols[p] * R);
+    } else {
+      firstSum += size;
+    }
+  }
+  if (!c.powerSgdFeedback)
+    residuals = 0;
+  if (!c.feedback || c.feedbackCount < qs + residuals)
+    fail("PowerSGD state of " + std::to_string(c.feedbackCount) + " values, its matrices need " +
+         std::to_string(qs + residuals));
+  float *Q = c.feedback, *residual = residuals ? c.feedback + qs : nullptr;
+  // M: the values plus last call's residual.
+  if (residual) {
+    size_t at = 0, e = 0;
+    for (int64_t p = first; p < end; ++p) {
+      const size_t size = static_cast<size_t>(c.cols[p] ? c.rows[p] * c.cols[p] : c.rows[p]);
+      if (c.cols[p])
+        for (size_t i = 0; i < size; ++i)
+          v[at + i] += residual[e + i];
+      e += c.cols[p] ? size : 0;
+      at += size;
+    }
+  }
+  // The first sum: each matrix's P = M Q (Q started where it is zero), and
+  // the values reduced exactly.
+  const Reducer sum = makeReducer(HPCRT_F32, 0);
+  codecValues_.resize(firstSum + secondSum);
+  float *P = codecValues_.data(), *nextQ = P + firstSum;
+  {
+    size_t at = 0, q = 0, out = 0;
+    for (int64_t p = first; p < end; ++p) {
+      const int64_t rows = c.rows[p], cols = c.cols[p];
+      if (cols) {
+        if (isZero(Q + q, static_cast<size_t>(cols * R)))
+          powerSgdStartQ(Q + q, static_cast<size_t>(cols * R), static_cast<uint64_t>(p));
+        powerSgdProject(v + at, rows, cols, Q + q, R, P + out);
+        q += static_cast<size_t>(cols * R);
+        out += static_cast<size_t>(rows * R);
+        at += static_cast<size_t>(rows * cols);
+      } else {
+        memcpy(P + out, v + at, static_cast<size_t>(rows) * sizeof(float));
+        out += static_cast<size_t>(rows);
+        at += static_cast<size_t>(rows);
+      }
+    }
+  }
+  if (G > 1 && firstSum)
+    ringAllReduce(reinterpret_cast<char *>(P), firstSum, sum, hop, 0);
+  // The exact values are done; each P is orthonormalized and gives the
+  // second sum, Q = M^T P.
+  {
+    size_t at = 0, out = 0, q = 0;
+    for (int64_t p = first; p < end; ++p) {
+      const int64_t rows = c.rows[p], cols = c.cols[p];
+      if (cols) {
+        orthonormalize(P + out, R, rows);
+        powerSgdBack(v + at, rows, cols, P + out, R, nextQ + q);
+        q += static_cast<size_t>(cols * R);
+        out += static_cast<size_t>(rows * R);
+        at += static_cast<size_t>(rows * cols);
+      } else {
+        memcpy(v + at, P + out, static_cast<size_t>(rows) * sizeof(float));
+        out += static_cast<size_t>(rows);
+        at += static_cast<size_t>(rows);
+      }
+    }
+  }
+  if (G > 1 && secondSum)
+    ringAllReduce(reinterpret_cast<char *>(nextQ), secondSum, sum, hop, 0);
+  // Each matrix's result P Q^T (the hop's sum), its share of it subtracted
+  // from what it held for the residual, and Q kept for the next call.
+  {
+    size_t at = 0, out = 0, q = 0, e = 0;
+    for (int64_t p = first; p < end; ++p) {
+      const int64_t rows = c.rows[p], cols = c.cols[p];
+      if (cols) {
+        const size_t size = static_cast<size_t>(rows * cols);
+        powerSgdExpand(P + out, nextQ + q, rows, cols, R, v + at,
+                       residual ? residual + e : nullptr, 1.0f / static_cast<float>(G));
+        memcpy(Q + q, nextQ + q, static_cast<size_t>(cols * R) * sizeof(float));
+        q += static_cast<size_t>(cols * R);
+        out += static_cast<size_t>(rows * R);
+        e += size;
+        at += size;
+      } else {
+        out += static_cast<size_t>(rows);
+        at += static_cast<size_t>(rows);
+      }
+    }
+  }
+  if (red.finish)
+    red.finish(v, values, finishOver);
+}
+
+/// The element bounds of PowerSGD's chunks (c.chunks, piece bounds), after
+/// checking them against `members` chunks and `count` values.
+static Chunks powerSgdElementChunks(const Compression &c, int members, size_t count) {
+  const size_t P = c.rows.size();
+  if (c.cols.size() != P || c.chunks.size() != static_cast<size_t>(members) + 1 ||
+      c.chunks.front() != 0 || static_cast<size_t>(c.chunks.back()) != P)
+    fail("PowerSGD's chunk bounds (" + std::to_string(c.chunks.size()) + ") do not split its " +
+         std::to_string(P) + " pieces among " + std::to_string(members) + " members");
+  std::vector<size_t> prefix{0};
+  for (size_t p = 0; p < P; ++p) {
+    if (c.rows[p] < 1 || c.cols[p] < 0 || (c.cols[p] && c.rank > std::min(c.rows[p], c.cols[p])))
+      fail("PowerSGD piece " + std::to_string(p) + " is not a run of values or a matrix of "
+           "rank " + std::to_string(c.rank) + " or more");
+    prefix.push_back(prefix.back() +
+                     static_cast<size_t>(c.cols[p] ? c.rows[p] * c.cols[p] : c.rows[p]));
+  }
+  if (prefix.back() != count)
+    fail("PowerSGD's pieces hold " + std::to_string(prefix.back()) + " values, the reduction " +
+         std::to_string(count));
+  Chunks chunks;
+  for (size_t j = 0; j < c.chunks.size(); ++j) {
+    if (j && c.chunks[j] < c.chunks[j - 1])
+      fail("PowerSGD's chunk bounds decrease");
+    chunks.at.push_back(prefix[static_cast<size_t>(c.chunks[j])]);
+  }
+  return chunks;
+}
+
 void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t count,
                                          const Reducer &red, const Group &hop, int finishOver,
                                          const Compression &c) {
   const int G = hop.size, k = hop.index;
-  const int64_t B = c.block;
   const size_t all = count * static_cast<size_t>(G);
+  if (c.codec == Codec::TopK && count >= static_cast<size_t>(hpc::codecs::kTopkMaxValues))
+    fail("a top-k reduce-scatter of blocks of " + std::to_string(count) +
+         " values (at most 2^32 - 1)");
   const float *v = in;
   if (c.feedback) {
     if (c.feedbackCount < all)
@@ -617,13 +815,14 @@ void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t cou
       codecValues_[i] = in[i] + c.feedback[i];
     v = codecValues_.data();
   }
-  const size_t bytes = int8BlockBytes(count, B);
+  // Each other member's block encoded for it; this member's own stays exact.
+  const size_t bytes = pieceBytes(c, count);
   codecSend_.resize(bytes * G);
   codecRecv_.resize(bytes * G);
   for (int j = 0; j < G; ++j)
     if (j != k)
-      int8BlockEncode(v + j * count, count, B, codecSend_.data() + j * bytes,
-                      c.feedback ? c.feedback + j * count : nullptr);
+      encodePiece(c, v + j * count, count, codecSend_.data() + j * bytes,
+                  c.feedback ? c.feedback + j * count : nullptr);
   if (c.feedback)
     std::fill(c.feedback + k * count, c.feedback + (k + 1) * count, 0.0f);
   for (int s = 1; s < G; ++s) {
@@ -637,7 +836,7 @@ void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t cou
       for (size_t i = 0; i < count; ++i)
         out[i] += v[k * count + i];
     } else {
-      int8BlockDecodeAdd(codecRecv_.data() + j * bytes, count, B, out);
+      decodeAddPiece(c, codecRecv_.data() + j * bytes, count, out);
     }
   }
   if (red.finish)
@@ -647,6 +846,10 @@ void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t cou
 void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
                                   const Group &grp, const Compression &c) {
   ++stats_.operations;
+  if (c.codec == Codec::PowerSgd) {
+    powerSgdElementChunks(c, 1, count);
+    return powerSgdHop(data, 0, static_cast<int64_t>(c.rows.size()), red, grp, grp.size, c);
+  }
   compressedAllReduceHop(data, count, red, grp, grp.size, c);
 }
 
@@ -656,11 +859,18 @@ void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
   char *d = reinterpret_cast<char *>(data);
   const Group &local = t.local;
   const size_t e = red.elementSize;
-  ringReduceScatterPass(d, count, red, local);
+  // PowerSGD's members take whole pieces; the other codecs even chunks.
+  const Chunks chunks = c.codec == Codec::PowerSgd
+                            ? powerSgdElementChunks(c, local.size, count)
+                            : Chunks::even(count, local.size);
+  ringReduceScatterPass(d, chunks, red, local);
   int own = mod(local.index + 1, local.size);
-  compressedAllReduceHop(data + chunkStart(count, local.size, own),
-                         chunkSize(count, local.size, own), red, t.cross, t.size, c);
-  ringAllGatherPass(d, count, e, local);
+  if (c.codec == Codec::PowerSgd)
+    powerSgdHop(data + chunks.start(own), c.chunks[own], c.chunks[own + 1], red, t.cross, t.size,
+                c);
+  else
+    compressedAllReduceHop(data + chunks.start(own), chunks.size(own), red, t.cross, t.size, c);
+  ringAllGatherPass(d, chunks, e, local);
 }
 
 void MpiComm::reduceScatterCompressed(const float *in, float *out, size_t count,

@@ -91,6 +91,19 @@ struct CommStats {
   uint64_t operations = 0; ///< collectives, sends and receives with a peer
 };
 
+/// How a ring splits a buffer among g members: chunk i is elements
+/// [at[i], at[i+1]). Even chunks (Chunks::even) everywhere but PowerSGD's
+/// two-level reductions, whose members take whole pieces.
+struct Chunks {
+  std::vector<size_t> at;
+  /// count/g elements each, one more for i < count%g (the compiler's ring
+  /// byte counts split the same).
+  static Chunks even(size_t count, int g);
+  size_t start(int i) const { return at[static_cast<size_t>(i)]; }
+  size_t size(int i) const { return at[static_cast<size_t>(i) + 1] - at[static_cast<size_t>(i)]; }
+  size_t largest() const;
+};
+
 class MpiComm;
 
 /// The Communicator of one group over MPI: host buffers, the mesh's ring
@@ -171,15 +184,25 @@ public:
   void allReduce(void *data, size_t count, const Reducer &r, const TwoLevel &t);
   void reduceScatter(const void *in, void *out, size_t count, const Reducer &r,
                      const TwoLevel &t);
-  /// The compressed forms (Codec.h; f32 sums, `r` finishes): the hop
-  /// across nodes (`t.cross`, or the whole group `g` when flat) is an
-  /// all-to-all of the int8 pieces of its values, each member summing its
-  /// piece in group order (its own at full precision), then (all-reduce) an
-  /// all-gather of the quantized sums, which the owner takes too, so every
-  /// member holds bitwise the same result. With c.feedback, the rounding
-  /// error of what this rank sent is kept and added to what it sends next:
-  /// all-reduce [0, m) for the m values of the hop, then [m, m + its
-  /// piece) for its gathered sum; reduce-scatter one residual per block.
+  /// The compressed forms (Codec.h; f32 sums, `r` finishes) compress the
+  /// hop across nodes (`t.cross`, or the whole group `g` when flat); every
+  /// member ends with bitwise the same result. With c.feedback (int8,
+  /// top-k) the error of what this rank sent is kept and added to what it
+  /// sends next.
+  /// - int8 all-reduce: an all-to-all of the int8 pieces of the hop's
+  ///   values, each member summing its piece in group order (its own at
+  ///   full precision), then an all-gather of the quantized sums, which the
+  ///   owner takes too. Residuals: [0, m) for the m values of the hop, then
+  ///   [m, m + its piece) for its gathered sum.
+  /// - top-k all-reduce: an all-gather of every member's pairs, summed in
+  ///   group order. Residuals: the m values.
+  /// - reduce-scatter (int8, top-k): each other member's block encoded for
+  ///   it, each member summing its block in group order; one residual per
+  ///   block.
+  /// - PowerSGD all-reduce (Codec.h): in two levels the node's ring runs on
+  ///   c.chunks (whole pieces), then each member's chunk crosses as two
+  ///   plain f32 ring all-reduces, of its P's and exact values and of its
+  ///   Q's; the state holds the Q's, then the residuals.
   void allReduceCompressed(float *data, size_t count, const Reducer &r, const Group &g,
                            const Compression &c);
   void allReduceCompressed(float *data, size_t count, const Reducer &r, const TwoLevel &t,
@@ -252,8 +275,8 @@ private:
   /// The ring all-reduce's two passes over g chunks of `count` elements of
   /// `e` bytes: the reduce-scatter leaves member r with chunk r+1 (mod g)
   /// reduced, not finished; the all-gather sends each member's chunk round.
-  void ringReduceScatterPass(char *data, size_t count, const Reducer &r, const Group &g);
-  void ringAllGatherPass(char *data, size_t count, size_t e, const Group &g);
+  void ringReduceScatterPass(char *data, const Chunks &chunks, const Reducer &r, const Group &g);
+  void ringAllGatherPass(char *data, const Chunks &chunks, size_t e, const Group &g);
   /// Ring all-reduce; the reduced chunks are finished over `finishOver`
   /// ranks (the whole group of a two-level reduction).
   void ringAllReduce(char *data, size_t count, const Reducer &r, const Group &g, int finishOver);
@@ -267,6 +290,13 @@ private:
                               int finishOver, const Compression &c);
   void compressedReduceScatterHop(const float *in, float *out, size_t count, const Reducer &r,
                                   const Group &hop, int finishOver, const Compression &c);
+  /// Top-k's hop of an all-reduce over `hop` of m values.
+  void topkAllReduceHop(float *v, size_t m, const Reducer &r, const Group &hop, int finishOver,
+                        const Compression &c);
+  /// PowerSGD's hop of an all-reduce over `hop` of pieces [first, end) of
+  /// c's, laid out from v (finished over `finishOver`).
+  void powerSgdHop(float *v, int64_t first, int64_t end, const Reducer &r, const Group &hop,
+                   int finishOver, const Compression &c);
   /// Packs a two-level reduce-scatter's blocks by place into packed_
   /// (partial_ sized for the node's result).
   void packByPlace(const void *in, size_t count, size_t elementSize, const TwoLevel &t);

@@ -130,8 +130,10 @@ int64_t ranksPerNode(OpCall &c) {
   return p;
 }
 
-/// A reduction's compression: sattrs "int8_block:B" (none: uncompressed)
-/// and, with a second operand, its error-feedback state (f32).
+/// A reduction's compression, read after its axes: sattrs "int8_block:B",
+/// "topk:RATIO" or "powersgd:R[:no_feedback]" (none: uncompressed), for
+/// PowerSGD iattrs [2P, rows, cols, ... (P pieces), K, bounds... (K chunk
+/// bounds)], and with a second operand its state (f32).
 comm::Compression compressionOf(OpCall &c) {
   if (c.results.size() != 1 || (c.operands.size() != 1 && c.operands.size() != 2))
     c.expect(1, 1); // fails with the counts
@@ -141,27 +143,37 @@ comm::Compression compressionOf(OpCall &c) {
       fail("error-feedback state without a compression");
     return z;
   }
-  std::string codec = c.s();
-  const std::string prefix = "int8_block:";
-  char *end = nullptr;
-  if (codec.compare(0, prefix.size(), prefix) == 0)
-    z.block = std::strtoll(codec.c_str() + prefix.size(), &end, 10);
-  if (!end || *end || z.block < 1)
-    fail("unknown compression '" + codec + "' (int8_block:B)");
+  std::string error = comm::parseCompression(c.s(), z);
+  if (!error.empty())
+    fail(error);
+  if (z.codec == comm::Codec::PowerSgd) {
+    std::vector<int64_t> pieces = c.ivec();
+    if (pieces.size() % 2)
+      fail("PowerSGD's pieces are (rows, cols) pairs, not " + std::to_string(pieces.size()) +
+           " values");
+    for (size_t p = 0; p < pieces.size(); p += 2) {
+      z.rows.push_back(pieces[p]);
+      z.cols.push_back(pieces[p + 1]);
+    }
+    z.chunks = c.ivec();
+    if (c.operands.size() != 2)
+      fail("PowerSGD needs its state operand (each matrix's Q)");
+  }
   if (c.operands.size() == 2) {
     Tensor &f = c.in(1);
     if (f.dtype != HPCRT_F32)
-      fail("the error-feedback state must be f32");
+      fail("the codec state must be f32");
     z.feedback = f.as<float>();
     z.feedbackCount = static_cast<size_t>(f.numel);
   }
   return z;
 }
 
-// iattrs = [n, axes..., ranks_per_node, reduction]; sattrs = [compression]?
+// iattrs = [n, axes..., (PowerSGD's pieces and bounds), ranks_per_node,
+// reduction]; sattrs = [compression]?
 CommJob allReduce(OpCall &c) {
-  comm::Compression z = compressionOf(c);
   std::vector<int64_t> axes = c.ivec();
+  comm::Compression z = compressionOf(c);
   int64_t perNode = ranksPerNode(c);
   int64_t kind = c.i();
   Tensor &x = c.in(0), &y = c.out();
@@ -169,7 +181,7 @@ CommJob allReduce(OpCall &c) {
   checkShape(y, x.shape, "the result");
   comm::makeReducer(y.dtype, kind); // a bad kind fails here, not in the job
   comm::Communicator &g = commOf(c).communicator(axes, perNode);
-  if (z.block)
+  if (z.compressed())
     return [&g, &x, &y, kind, z] {
       g.allReduceCompressed(x.data, y.data, static_cast<size_t>(y.numel), y.dtype, kind, z);
     };
@@ -180,8 +192,8 @@ CommJob allReduce(OpCall &c) {
 
 // iattrs = [n, axes..., dim, ranks_per_node, reduction]; sattrs = [compression]?
 CommJob reduceScatter(OpCall &c) {
-  comm::Compression z = compressionOf(c);
   std::vector<int64_t> axes = c.ivec();
+  comm::Compression z = compressionOf(c);
   int64_t dim = c.i();
   int64_t perNode = ranksPerNode(c);
   int64_t kind = c.i();
@@ -203,7 +215,7 @@ CommJob reduceScatter(OpCall &c) {
       splitPieces(x.as<char>(), tmp.get(), a.outer, g.size(), y.bytes / a.outer);
       packed = tmp.get();
     }
-    if (z.block)
+    if (z.compressed())
       g.reduceScatterCompressed(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind, z);
     else
       g.reduceScatter(packed, y.data, static_cast<size_t>(y.numel), y.dtype, kind);

@@ -343,12 +343,21 @@
  *     ranks_per_node (all_reduce, reduce_scatter) -> one value, 0 when
  *                absent (the flat ring; P: in two levels, below);
  *     compression (all_reduce, reduce_scatter) -> one string in sattrs,
- *                "int8_block:B" (#dist.int8_block<block = B>); none when
- *                absent. The op then takes a second operand when it keeps
- *                error feedback: ids [1, y, 2, x, feedback] (below).
+ *                "int8_block:B" (#dist.int8_block<block = B>),
+ *                "topk:RATIO" (#dist.topk<ratio = RATIO>, 17 significant
+ *                digits) or "powersgd:R" / "powersgd:R:no_feedback"
+ *                (#dist.powersgd, all_reduce only); none when absent.
+ *                PowerSGD adds two integer vectors after the axes: its
+ *                pieces [2P, rows, cols, ...] (cols 0: a run of rows values
+ *                reduced exactly) and its chunk bounds [K, b...] (piece
+ *                indices; K = P' + 1 for the P' members of a node in two
+ *                levels, hpc::dist::powerSgdChunks; [2, 0, P] flat). The op
+ *                takes a second operand, its state, when it keeps one
+ *                (always for PowerSGD): ids [1, y, 2, x, feedback] (below).
  *
  *   op              ids                 iattrs
- *   all_reduce      [1, y, 1, x]        [n, axes..., ranks_per_node, reduction]
+ *   all_reduce      [1, y, 1, x]        [n, axes..., (PowerSGD's pieces,
+ *                                       bounds), ranks_per_node, reduction]
  *   reduce_scatter  [1, y, 1, x]        [n, axes..., dim, ranks_per_node, reduction]
  *   all_gather      [1, y, 1, x]        [n, axes..., dim]
  *   all_to_all      [1, y, 1, x]        [n, axes..., concat_dim, split_dim]
@@ -377,17 +386,28 @@
  *                     avg = sum / g (integer division for integer types).
  *     reduce_scatter  y = piece i of the reduced tensor, `dim` split into g
  *                     equal pieces.
- *     compressed      (all_reduce, reduce_scatter with "int8_block:B"; f32,
+ *     compressed      (all_reduce, reduce_scatter with a compression; f32,
  *                     sum or avg) the hop across nodes (the whole group
- *                     when flat) sends int8 blocks of B values with one f32
- *                     scale each, as an all-to-all of the pieces, each
+ *                     when flat) is compressed; every member ends with
+ *                     bitwise the same result (comm/Codec.h, MpiComm.h):
+ *                     int8_block:B sends int8 blocks of B values with one
+ *                     f32 scale each, as an all-to-all of the pieces, each
  *                     member summing its part in group order, then
- *                     (all_reduce) an all-gather of the quantized sums:
- *                     bitwise the same result on every member, within the
- *                     quantization of the exact one. `feedback` (f32, at
- *                     least hpc::dist::errorFeedbackElements values) holds
- *                     the rounding error of what this rank sent, added to
- *                     what it sends in the next call (comm/Codec.h).
+ *                     (all_reduce) an all-gather of the quantized sums;
+ *                     topk:RATIO sends each member's ceil(RATIO m) values
+ *                     of largest magnitude as (u32 index, f32 value) pairs,
+ *                     all-gathered and summed in group order
+ *                     (reduce_scatter: each block's pairs to its member);
+ *                     powersgd:R runs, for each matrix piece M, P = M Q
+ *                     and Q' = M^T orth(P) as two f32 ring all-reduces
+ *                     over the hop (the exact pieces travel with the P's)
+ *                     and gives orth(P) Q'^T; in two levels the node's
+ *                     ring splits at the chunk bounds. `feedback` (f32,
+ *                     hpc::dist::codecStateElements values) holds the
+ *                     compression error of what this rank sent, added to
+ *                     what it sends in the next call, and PowerSGD's Q's
+ *                     (first; a zero Q starts from a fixed pseudo-random
+ *                     one, the same on every rank).
  *     all_gather      y = the members' x concatenated along `dim` in group
  *                     index order.
  *     all_to_all      x's `split_dim` is split into g pieces; piece j goes to

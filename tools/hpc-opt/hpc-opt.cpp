@@ -107,8 +107,11 @@ static llvm::cl::opt<std::string> compressFlag(
     llvm::cl::desc("With --train and a mesh: compress the gradient reductions' hop across "
                    "nodes (the cross-node part of a two-level reduction; the whole group "
                    "without --cluster). none (default); int8 (int8 blocks of 256 values "
-                   "with one f32 scale, 0.254x of the bytes); auto (where the cost model of "
-                   "--cluster predicts it faster)"),
+                   "with one f32 scale, 0.254x of the bytes); powersgd:R (PowerSGD's rank-R "
+                   "factors of the gradient matrices, R = 4 by default); topk:F (the share F "
+                   "of the values of largest magnitude, 0.01 by default); auto (per bucket "
+                   "the fastest of none, int8 and powersgd:4 the cost model of --cluster "
+                   "predicts)"),
     llvm::cl::init("none"), llvm::cl::cat(searchCategory));
 
 static llvm::cl::opt<std::string> errorFeedbackFlag(
@@ -672,12 +675,11 @@ int main(int argc, char **argv) {
   if (hierarchicalFlag == "on" && (clusterSpec.empty() || (meshSpec.empty() && !autoParallel)))
     return userError("--hierarchical=on needs --cluster (the nodes the ranks are laid on) "
                      "and a mesh (--mesh or --auto-parallel)");
-  if (compressFlag != "none" && compressFlag != "int8" && compressFlag != "auto") {
-    llvm::StringRef c = compressFlag;
-    if (c.starts_with("powersgd") || c.starts_with("topk"))
-      return userError("--compress=" + compressFlag + ": PowerSGD and top-k are not "
-                       "implemented yet; use int8, auto or none");
-    return userError("--compress must be auto, none or int8, not '" + compressFlag + "'");
+  {
+    hpc::CompressSpec spec;
+    std::string error;
+    if (!hpc::parseCompressSpec(compressFlag, spec, error))
+      return userError(error);
   }
   if (errorFeedbackFlag != "on" && errorFeedbackFlag != "off")
     return userError("--error-feedback must be on or off, not '" + errorFeedbackFlag + "'");

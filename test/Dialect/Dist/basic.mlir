@@ -39,6 +39,19 @@ module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, tp = 4 : intra_no
     return %0, %1, %2, %5, %6 : tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x32xf32>, tensor<16x2xf32>, tensor<4x8xf32>
   }
 
+  // Codecs: PowerSGD (its state: Q 8x2, then the 4x8 residual; without
+  // error feedback the Q alone), top-k (its residual).
+  // CHECK-LABEL: func @codecs
+  func.func @codecs(%x: tensor<4x8xf32>, %v: tensor<36xf32>, %q: tensor<48xf32>, %q2: tensor<16xf32>, %e: tensor<32xf32>) -> (tensor<4x8xf32>, tensor<36xf32>, tensor<4x8xf32>) {
+    // CHECK: dist.all_reduce %{{.+}} over ["dp"] avg feedback %{{.+}} : tensor<48xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    %0 = dist.all_reduce %x over ["dp"] avg feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    // CHECK: {compression = #dist.powersgd<rank = 2, pieces = [4x8, 4], error_feedback = false>}
+    %1 = dist.all_reduce %v over ["dp"] sum feedback %q2 : tensor<16xf32> {compression = #dist.powersgd<rank = 2, pieces = [4x8, 4], error_feedback = false>} : tensor<36xf32> -> tensor<36xf32>
+    // CHECK: {compression = #dist.topk<ratio = 1.000000e-01>}
+    %2 = dist.all_reduce %x over ["dp"] sum feedback %e : tensor<32xf32> {compression = #dist.topk<ratio = 0.1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    return %0, %1, %2 : tensor<4x8xf32>, tensor<36xf32>, tensor<4x8xf32>
+  }
+
   // CHECK-LABEL: func @async
   func.func @async(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
     // CHECK: %[[T:.+]] = dist.all_reduce_start %{{.+}} over ["tp"] avg : tensor<4x8xf32> -> !dist.token<tensor<4x8xf32>>

@@ -337,3 +337,78 @@ module attributes {dist.mesh = #dist.mesh<tp = 4 : intra_node>} {
 
 // expected-error @+1 {{'hpc.weight' op 'dist.pieces_of': 'tensor<2x2x2xf32>' is not 2 pieces along dim 1 of a tensor of shape [2, 6]}}
 %w2 = hpc.weight "w" {dist.pieces_of = {shape = array<i64: 2, 6>, dim = 1 : i64}} : tensor<2x2x2xf32> = dense<1.0>
+
+// -----
+
+// expected-error @+1 {{powersgd: rank 5 is above the smaller dimension of matrix piece 0 (4x8)}}
+module attributes {c = #dist.powersgd<rank = 5, pieces = [4x8]>} {}
+
+// -----
+
+// expected-error @+1 {{topk: ratio must be in (0, 1], not 0}}
+module attributes {c = #dist.topk<ratio = 0.0>} {}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<4x8xf32>, %q: tensor<48xf32>) -> tensor<2x8xf32> {
+    // expected-error @+1 {{'dist.reduce_scatter' op #dist.powersgd compresses all_reduce only (a reduce_scatter's blocks are no matrices): use #dist.int8_block or #dist.topk}}
+    %0 = dist.reduce_scatter %x over ["dp"] sum dim 0 feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<2x8xf32>
+    return %0 : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<2x8xf32>, %q: tensor<48xf32>) -> tensor<2x8xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op #dist.powersgd rank 4 is above the smaller dimension of its 2x8 matrix}}
+    %0 = dist.all_reduce %x over ["dp"] sum feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 4>} : tensor<2x8xf32> -> tensor<2x8xf32>
+    return %0 : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<36xf32>, %q: tensor<48xf32>) -> tensor<36xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op #dist.powersgd pieces hold 35 values, the reduction 36}}
+    %0 = dist.all_reduce %x over ["dp"] sum feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 2, pieces = [4x8, 3]>} : tensor<36xf32> -> tensor<36xf32>
+    return %0 : tensor<36xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op #dist.powersgd needs its state operand (each matrix's Q)}}
+    %0 = dist.all_reduce %x over ["dp"] sum {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<32xf32>, %q: tensor<48xf32>) -> tensor<32xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op #dist.powersgd on a value of rank 1 needs its pieces listed (a matrix is RxC)}}
+    %0 = dist.all_reduce %x over ["dp"] sum feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 2>} : tensor<32xf32> -> tensor<32xf32>
+    return %0 : tensor<32xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<4x8xf32>, %q: tensor<40xf32>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op codec state 'tensor<40xf32>' must be tensor<48xf32> (hpc::dist::codecStateElements)}}
+    %0 = dist.all_reduce %x over ["dp"] sum feedback %q : tensor<40xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{powersgd: unknown parameter 'size' (pieces, error_feedback)}}
+module attributes {c = #dist.powersgd<rank = 2, size = 3>} {}
