@@ -112,6 +112,44 @@ SmallVector<CodecPiece> powerSgdPiecesOf(Value input, int64_t rank,
   return pieces;
 }
 
+/// `pieces` with the matrices that straddle the boundaries of a split
+/// among `members` node members (j/members of the values) cut at the row
+/// nearest the boundary, where both parts stay worth compressing at
+/// `rank`: powerSgdChunks then splits the bucket evenly on piece
+/// boundaries, so each member sends, computes and keeps residuals for
+/// about its share (a bucket of one large matrix would otherwise fall to
+/// one member). Each part is approximated on its own (rank R per block of
+/// rows), at the cost of one more Q of cols x R values per cut.
+SmallVector<CodecPiece> splitForMembers(ArrayRef<CodecPiece> pieces, int64_t members,
+                                        int64_t rank) {
+  SmallVector<CodecPiece> out;
+  int64_t total = 0;
+  for (const CodecPiece &p : pieces)
+    total += p.size();
+  auto worth = [&](int64_t rows, int64_t cols) { return rank * (rows + cols) < rows * cols; };
+  int64_t at = 0, j = 1;
+  for (const CodecPiece &piece : pieces) {
+    CodecPiece p = piece;
+    // Boundaries j * total / members inside this piece (as values: cut
+    // where prefix * members is nearest j * total).
+    while (p.isMatrix() && j < members && (at + p.size()) * members > j * total) {
+      int64_t want = j * total - at * members; // values into p, times members
+      int64_t rows = (want + p.cols * members / 2) / (p.cols * members);
+      ++j;
+      if (rows <= 0 || rows >= p.rows || !worth(rows, p.cols) || !worth(p.rows - rows, p.cols))
+        continue;
+      out.push_back({rows, p.cols});
+      at += rows * p.cols;
+      p.rows -= rows;
+    }
+    while (j < members && (at + p.size()) * members > j * total)
+      ++j;
+    out.push_back(p);
+    at += p.size();
+  }
+  return out;
+}
+
 /// printf's `format` of `value`.
 std::string formatted(const char *format, double value) {
   std::string text;
@@ -199,6 +237,12 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
                        : "no matrix among its values";
         return {};
       }
+      // In two levels the node's members split the pieces among them.
+      if (auto perNode = op->getAttrOfType<IntegerAttr>("ranks_per_node"))
+        if (auto levels = twoLevels(lookupMesh(op),
+                                    axisNames(op->getAttrOfType<ArrayAttr>("axes")),
+                                    perNode.getInt()))
+          pieces = splitForMembers(pieces, levels->perNode, rank);
       SmallVector<int64_t> rows, cols;
       for (const CodecPiece &p : pieces) {
         rows.push_back(p.rows);
@@ -431,7 +475,7 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
           c == Choice::Int8 ? llvm::formatv("int8 blocks of {0}", block.getValue()).str()
           : c == Choice::TopK
               ? formatted("top-k ratio %g", ratio.getValue())
-              : llvm::formatv("PowerSGD rank {0} on {1} matrices ({2:F4}x of their values)",
+              : llvm::formatv("PowerSGD rank {0} on {1} matrix blocks ({2:F4}x of their values)",
                               rank.getValue(), matrices,
                               matrixValues ? double(factorValues) / double(matrixValues) : 0.0)
                     .str();

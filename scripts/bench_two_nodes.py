@@ -20,10 +20,16 @@ calibrated link chooses (auto), each compiled with --cluster=that link's
 file; the bytes across nodes per step (the compiler's count) are printed
 with them.
 
+With --compare compress (dp=4 or more) the variants are flat rings, two
+levels, two levels with int8 blocks across (--compress=int8), two levels
+with PowerSGD rank 4 across (--compress=powersgd:4), and auto (both
+choices to the cost model of the calibrated link), each with error
+feedback and compiled with --cluster=that link's file.
+
 usage: /usr/bin/python3 scripts/bench_two_nodes.py [--layers 4] [--embd 256]
        [--vocab 2048] [--seq 128] [--batch 64] [--steps 8] [--warmup 3]
        [--rate 1gbit] [--bucket-mb auto|model|MiB] [--dp 2] [--zero N] [--keep DIR]
-       [--compare overlap|hierarchical]
+       [--compare overlap|hierarchical|compress]
 Needs root (network namespaces), build/bin/hpc-opt, numpy and mpirun.
 """
 import argparse
@@ -83,12 +89,14 @@ def main():
                     help="MiB, auto, or model (compiled with --cluster=the calibrated link)")
     ap.add_argument("--zero", type=int, default=0, help="ZeRO stage of both variants (0: off)")
     ap.add_argument("--keep", default="", help="keep the binaries and traces in this directory")
-    ap.add_argument("--compare", default="overlap", choices=["overlap", "hierarchical"],
+    ap.add_argument("--compare", default="overlap",
+                    choices=["overlap", "hierarchical", "compress"],
                     help="overlap: with and without overlap; hierarchical: flat, two-level "
-                         "and auto reductions")
+                         "and auto reductions; compress: flat, two-level, + int8, + PowerSGD "
+                         "and auto")
     a = ap.parse_args()
-    if a.compare == "hierarchical" and a.dp < 4:
-        sys.exit("--compare hierarchical needs --dp 4 or more (two ranks a node)")
+    if a.compare != "overlap" and a.dp < 4:
+        sys.exit(f"--compare {a.compare} needs --dp 4 or more (two ranks a node)")
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or tmp
         os.makedirs(d, exist_ok=True)
@@ -97,6 +105,11 @@ def main():
         if a.compare == "hierarchical":
             variants = {"flat": ["--hierarchical=off"], "two-level": ["--hierarchical=on"],
                         "auto": ["--hierarchical=auto"]}
+        elif a.compare == "compress":
+            variants = {"flat": ["--hierarchical=off"], "two-level": ["--hierarchical=on"],
+                        "int8": ["--hierarchical=on", "--compress=int8"],
+                        "powersgd": ["--hierarchical=on", "--compress=powersgd:4"],
+                        "auto": ["--hierarchical=auto", "--compress=auto"]}
         bins, sent, chosen, across = {}, 0, "", {}
         run([CLUSTER, "--name", NAME, "up", "--rate", a.rate])
         try:
@@ -111,7 +124,7 @@ def main():
             for name, extra in variants.items():
                 bins[name] = f"{d}/{name}.bin"
                 zero = [f"--zero={a.zero}"] if a.zero else []
-                if a.compare == "hierarchical":
+                if a.compare != "overlap":
                     extra = [*extra, f"--cluster={d}/link.json"]
                 sent, log = compile_step(model, a.batch, a.seq, a.dp, [*buckets, *zero, *extra],
                                          bins[name])
@@ -121,6 +134,13 @@ def main():
                 if levels:
                     across[name] = (f"{levels.group(1)}/{levels.group(2)} two-level, "
                                     f"{int(levels.group(3))} bytes across nodes a step")
+                codec = re.search(r"dist-compress: (\d+) of (\d+) reductions across nodes "
+                                  r"compressed( \(([^;]*?), error feedback \w+\))?.*?"
+                                  r"send (\d+) bytes across", log)
+                if codec:
+                    across[name] += (f"; {codec.group(1)}/{codec.group(2)} compressed"
+                                     + (f" ({codec.group(4)})" if codec.group(4) else "")
+                                     + f", {int(codec.group(5))} bytes across")
             results = {}
             for name in variants:
                 ms = train(bins[name], d, a.dp, a.steps, f"{d}/{name}.json",
@@ -151,8 +171,13 @@ def main():
         print(f"step time overlap / no-overlap: "
               f"{results['overlap'][0] / results['no-overlap'][0]:.3f}")
     else:
-        for other in ("two-level", "auto"):
-            print(f"step time {other} / flat: {results[other][0] / results['flat'][0]:.3f}")
+        fixed = [n for n in results if n != "auto"]
+        for other in results:
+            if other != "flat":
+                print(f"step time {other} / flat: {results[other][0] / results['flat'][0]:.3f}")
+        best = min(fixed, key=lambda n: results[n][0])
+        print(f"step time auto / best fixed ({best}): "
+              f"{results['auto'][0] / results[best][0]:.3f}")
 
 
 if __name__ == "__main__":
