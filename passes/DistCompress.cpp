@@ -392,21 +392,32 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     int64_t stateBytes = 0, made = 0, matrices = 0, matrixValues = 0, factorValues = 0;
     int64_t chosen[kChoices] = {};
     std::string declined, codecReason;
+    SmallVector<std::string> reasons; // auto: each reduction's predicted times
     for (Operation *op : candidates) {
       std::string why;
       Choice pick = fixed;
       Attribute codec;
       double noneTime = haveCluster ? predictedSeconds(op, {}) : 0, pickTime = noneTime;
       if (isAuto && haveCluster) {
+        // Why: each codec's predicted hop time, on a line of its own.
+        std::string times = llvm::formatv("none {0:F3} ms", noneTime * 1e3).str();
         for (Choice c : {Choice::Int8, Choice::PowerSgd}) {
           std::string unused;
           Attribute a = codecFor(op, c, unused);
-          if (!a)
+          const char *name = c == Choice::Int8 ? "int8" : "powersgd";
+          if (!a) {
+            times += llvm::formatv(", {0} n/a", name).str();
             continue;
+          }
           double t = predictedSeconds(op, a);
+          times += llvm::formatv(", {0} {1:F3} ms", name, t * 1e3).str();
           if (t < pickTime)
             pick = c, codec = a, pickTime = t;
         }
+        reasons.push_back(llvm::formatv(
+            "dist-compress:   {0} of {1} values: {2} -> {3}", op->getName().stripDialect(),
+            cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements(), times,
+            pick == Choice::Int8 ? "int8" : pick == Choice::PowerSgd ? "powersgd" : "none"));
         if (!codec && declined.empty())
           declined = "the cost model predicts no codec faster than the link time it saves";
       } else if (!isAuto && fixed != Choice::None) {
@@ -457,6 +468,8 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     compressedReductions = made;
     report(module, before, reductions, made, chosen, declined, firstReason, stateBytes,
            matrices, matrixValues, factorValues, chosenTime, uncompressedTime);
+    for (const std::string &line : reasons)
+      llvm::errs() << line << "\n";
   }
 
   /// Prints the one-line report and records the module's byte counts.

@@ -687,7 +687,8 @@ def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
     nodes (uncompressed: X0), codec state E bytes a rank; predicted hop time
     C s compressed vs U s`, CODECS naming each codec used (PowerSGD with its
     matrices and the share of their values its factors carry), with the
-    reason when none is; recounts `dist.bytes_across_nodes`,
+    reason when none is, and in auto mode a line per reduction with each
+    codec's predicted hop time and the choice; recounts `dist.bytes_across_nodes`,
     `dist.bytes_within_nodes` and `dist.bytes_per_rank`, and sets
     `dist.error_feedback_bytes` (the codec state). A fixed mode with nothing
     to compress is an error.

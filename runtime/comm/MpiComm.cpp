@@ -364,6 +364,12 @@ void MpiComm::exchange(const char *op, const void *sendBuf, size_t sendBytes, in
   countSent(sendBytes, dest, comm);
 }
 
+uint64_t MpiComm::bufferBytes() const {
+  return scratch_.capacity() + packed_.capacity() + partial_.capacity() +
+         codecSend_.capacity() + codecRecv_.capacity() +
+         codecValues_.capacity() * sizeof(float);
+}
+
 void MpiComm::setNodes(std::vector<uint64_t> nodeOf) {
   if (static_cast<int>(nodeOf.size()) != size_)
     fail("the node table has " + std::to_string(nodeOf.size()) + " ranks, the world " +

@@ -242,6 +242,10 @@ public:
   void recvFrom(void *data, size_t bytes, int peer, const Group &g);
 
   const CommStats &stats() const { return stats_; }
+  /// Bytes of the staging buffers the collectives keep between calls (the
+  /// ring's scratch, the two-level reduce-scatter's packing, the codecs'
+  /// encoded pieces and sums): runtime memory the compiler does not plan.
+  uint64_t bufferBytes() const;
   void resetStats() { stats_ = CommStats(); }
   /// Every world rank's node (equal values: one node), so that the bytes
   /// sent across nodes are counted apart (CommStats::bytesInterNode).

@@ -444,7 +444,11 @@ void Trainer::finish(double wallS) {
       memory_.transient(2 * model.size());
       writeAtomically(o_.saveOnnx, {{model.data(), model.size()}});
     });
-  uint64_t peak = mpi_.maxOver(memory_.peak);
+  // The collectives' staging buffers live from their first use to the
+  // end: counted on top of the peak (at most that much above the truth).
+  uint64_t commBuffers = mpi_.comm ? mpi_.comm->bufferBytes() : 0;
+  uint64_t peak = mpi_.maxOver(memory_.peak + commBuffers);
+  commBuffers = mpi_.maxOver(commBuffers);
   uint64_t peakRss = mpi_.maxOver(peakRssBytes());
   // Every rank's communication per step (collective).
   std::vector<uint64_t> comm;
@@ -478,6 +482,7 @@ void Trainer::finish(double wallS) {
           .add("planned_bytes_per_rank", planned)
           .add("peak_bytes_per_rank", peak)
           .add("peak_rss_bytes_per_rank", peakRss)
+          .add("comm_buffer_bytes_per_rank", commBuffers)
           .add("state_bytes", ctx_.stateBytes())
           .add("arena_bytes", ctx_.arenaBytes())
           .add("weights_bytes", ctx_.weightsBytes())
