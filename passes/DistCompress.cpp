@@ -22,6 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Relayouts.h"
+
 #include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
 #include "common/Codecs.h"
@@ -157,6 +159,71 @@ std::string formatted(const char *format, double value) {
   return text;
 }
 
+RankedTensorType withElement(Type t, Type element) {
+  return cast<RankedTensorType>(t).clone(element);
+}
+
+/// `v` as bf16 where it is made: the bucket's concat and the reshapes that
+/// feed only it are retyped, each gradient they gather is rounded right
+/// after its definition (so it waits for its bucket in half the bytes).
+Value narrowedAtSource(Value v) {
+  Type bf16 = BFloat16Type::get(v.getContext());
+  Operation *def = v.getDefiningOp();
+  if (def && v.hasOneUse() && isa<hpc::ConcatOp, hpc::ReshapeOp>(def)) {
+    for (OpOperand &o : def->getOpOperands())
+      o.set(narrowedAtSource(o.get()));
+    v.setType(withElement(v.getType(), bf16));
+    return v;
+  }
+  OpBuilder b(v.getContext());
+  b.setInsertionPointAfterValue(v);
+  return hpc::CastOp::create(b, v.getLoc(), withElement(v.getType(), bf16), v,
+                             TypeAttr::get(bf16));
+}
+
+/// Retypes `reduced` (an all_reduce's result, now bf16) and the re-layouts
+/// that follow it (a bucket's split, reshapes, transposes) to bf16, and
+/// widens each value of that chain back to f32 right before its first
+/// other user: the sums wait for the optimizer in bf16 too.
+void widenedAtUse(Value reduced) {
+  Block *block = reduced.getDefiningOp()->getBlock();
+  llvm::SetVector<Operation *> chain = hpc::relayoutsOf(reduced, block);
+  SmallVector<Value> values{reduced};
+  for (Operation *op : chain)
+    llvm::append_range(values, op->getResults());
+  Type bf16 = BFloat16Type::get(reduced.getContext());
+  for (Value v : values) {
+    auto wide = cast<RankedTensorType>(v.getType());
+    if (v != reduced)
+      v.setType(wide.clone(bf16));
+    else
+      wide = wide.clone(Float32Type::get(v.getContext()));
+    SmallVector<OpOperand *> outside;
+    Operation *first = nullptr;
+    bool elsewhere = false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (chain.contains(user))
+        continue;
+      outside.push_back(&use);
+      Operation *at = block->findAncestorOpInBlock(*user);
+      elsewhere |= !at;
+      if (at && (!first || at->isBeforeInBlock(first)))
+        first = at;
+    }
+    if (outside.empty())
+      continue;
+    OpBuilder b(v.getContext());
+    if (elsewhere || !first)
+      b.setInsertionPointAfterValue(v);
+    else
+      b.setInsertionPoint(first);
+    Value w = hpc::CastOp::create(b, v.getLoc(), wide, v, TypeAttr::get(wide.getElementType()));
+    for (OpOperand *use : outside)
+      use->set(w);
+  }
+}
+
 /// The codecs dist-compress chooses among.
 enum class Choice { None, Int8, PowerSgd, TopK };
 constexpr int kChoices = 4;
@@ -168,6 +235,7 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
   bool haveCluster = false;
   int64_t perNode = 0;      ///< the module's ranks per node (0: not known)
   int64_t countPerNode = 1; ///< nodes for counting: every rank one when unknown
+  int64_t narrowed = 0;     ///< all_reduces made bf16 (buffers-bf16)
 
   /// Why `op` cannot be compressed at all ("" when it can): its values,
   /// and its cross-node hop.
@@ -319,7 +387,8 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     int64_t elements = codecStateElements(op);
     auto func = op->getParentOfType<func::FuncOp>();
     OpBuilder vb(&func.getBody().front(), func.getBody().front().begin());
-    auto type = RankedTensorType::get({elements}, vb.getF32Type());
+    auto type = RankedTensorType::get(
+        {elements}, stateBf16 ? Type(vb.getBF16Type()) : Type(vb.getF32Type()));
     std::string name = (psgd ? "dist.powersgd_state." : "dist.error_feedback.") +
                        std::to_string(index);
     return hpc::VariableOp::create(vb, op->getLoc(), type, vb.getStringAttr(name),
@@ -452,8 +521,18 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
         ar.getFeedbackMutable().assign(state);
       else
         cast<ReduceScatterOp>(op).getFeedbackMutable().assign(state);
-      stateBytes += 4 * cast<RankedTensorType>(state.getType()).getNumElements();
+      stateBytes += bytesOf(state.getType());
     }
+    // Every gradient all_reduce across nodes, compressed or not, in bf16.
+    if (buffersBf16)
+      for (Operation *op : candidates)
+        if (auto ar = dyn_cast<AllReduceOp>(op)) {
+          ar.getInputMutable().assign(narrowedAtSource(ar.getInput()));
+          ar.getResult().setType(withElement(ar.getResult().getType(),
+                                             BFloat16Type::get(&getContext())));
+          widenedAtUse(ar.getResult());
+          ++narrowed;
+        }
     if (fixed != Choice::None && !made) {
       module.emitError() << "dist-compress: --compress=" << mode
                          << " found no gradient reduction across nodes to compress ("
@@ -498,16 +577,17 @@ struct DistCompress : hpc::impl::DistCompressBase<DistCompress> {
     }
     std::string codecs =
         made ? " (" + llvm::join(used, ", ") + ", error feedback " +
-                   (errorFeedback ? "on" : "off") + ")"
+                   (errorFeedback ? "on" : "off") + (stateBf16 ? ", state in bf16" : "") + ")"
              : "";
     std::string why = made                ? ""
                       : !declined.empty() ? " (" + declined.str() + ")"
                       : reductions        ? " (the first: " + firstReason.str() + ")"
                                           : " (nothing is reduced across nodes)";
     llvm::errs() << llvm::formatv(
-        "dist-compress: {0} of {1} reductions across nodes compressed{2}{3}; per step the "
+        "dist-compress: {0} of {1} reductions across nodes compressed{2}{3}{7}; per step the "
         "ranks send {4} bytes across nodes (uncompressed: {5}), codec state {6} bytes a rank",
-        made, reductions, codecs, why, now.acrossNodes, before.acrossNodes, stateBytes);
+        made, reductions, codecs, why, now.acrossNodes, before.acrossNodes, stateBytes,
+        narrowed ? llvm::formatv("; {0} gradient all_reduces in bf16", narrowed).str() : "");
     if (haveCluster && made)
       llvm::errs() << llvm::formatv("; predicted hop time {0:E2} s compressed vs {1:E2} s",
                                     chosenTime, uncompressedTime);

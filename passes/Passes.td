@@ -669,7 +669,18 @@ def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
     start, checkpointed with the rest of the state: with `error-feedback`
     (default) the int8 and top-k residuals ("dist.error_feedback.K"), and
     always PowerSGD's Q's with, under error feedback, its residuals
-    ("dist.powersgd_state.K").
+    ("dist.powersgd_state.K"); f32, or bf16 with `state-bf16` (half the
+    bytes; the runtime widens a reduction's state for the call and rounds
+    it back to nearest even).
+
+    With `buffers-bf16` every gradient all_reduce across nodes (compressed
+    or not) takes and gives bf16: each gradient of its bucket is cast to
+    bf16 right after its definition (the bucket's reshapes and concat
+    retyped), and the result, its split and reshapes stay bf16 up to a cast
+    back to f32 right before each first other user (the optimizer update),
+    so the gradients wait for their reduction and for the optimizer in half
+    the bytes. The runtime runs the node's ring in bf16 and a codec's hop on
+    the chunk widened to f32.
 
     ```mlir
     // before (a bucket of a 64x256 weight gradient and its bias)
@@ -705,6 +716,11 @@ def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
            "The share of values top-k keeps, in (0, 1]">,
     Option<"errorFeedback", "error-feedback", "bool", /*default=*/"true",
            "Keep each compressed reduction's compression error and add it to the next step's">,
+    Option<"stateBf16", "state-bf16", "bool", /*default=*/"false",
+           "Keep the codec state (residuals, PowerSGD's Q's) in bf16">,
+    Option<"buffersBf16", "buffers-bf16", "bool", /*default=*/"false",
+           "Gradient all_reduces across nodes (compressed or not) take and give bf16: "
+           "each gradient is rounded as it is made and widened where it is used">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"\"",
            "The cluster (PRESET:NODES or a cluster JSON file) whose cost model decides "
            "in auto mode">

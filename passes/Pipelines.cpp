@@ -85,7 +85,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  bool asyncCollectives, int64_t bucketBytes,
                                  int64_t zeroStage, llvm::StringRef bucketCluster,
                                  int64_t ranksPerNode, llvm::StringRef hierarchical,
-                                 llvm::StringRef compress, bool errorFeedback) {
+                                 llvm::StringRef compress,
+                                 const GradientCodecOptions &codecOptions) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -115,7 +116,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
     pm.addPass(createDistHierarchical(levels));
   }
   // On the final reductions (buckets, levels), before their starts.
-  if (compress != "none") {
+  if (compress != "none" || codecOptions.buffersBf16) {
     DistCompressOptions codec;
     CompressSpec spec;
     std::string error;
@@ -125,7 +126,9 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
     codec.mode = spec.mode;
     codec.rank = spec.rank;
     codec.ratio = spec.ratio;
-    codec.errorFeedback = errorFeedback;
+    codec.errorFeedback = codecOptions.errorFeedback;
+    codec.stateBf16 = codecOptions.stateBf16;
+    codec.buffersBf16 = codecOptions.buffersBf16;
     codec.cluster = bucketCluster.str();
     pm.addPass(createDistCompress(codec));
   }
@@ -144,7 +147,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                          options.train ? int64_t(options.zero) : 0, options.cluster,
                          options.ranksPerNode, options.hierarchical,
                          options.train ? llvm::StringRef(options.compress) : "none",
-                         options.errorFeedback);
+                         {options.errorFeedback, options.codecStateBf16,
+                          options.train && options.gradientBuffersBf16});
 }
 
 bool hpc::parseCompressSpec(llvm::StringRef text, CompressSpec &out, std::string &error) {

@@ -10,7 +10,9 @@ convergence: the bundled GPT example (examples/gpt2.onnx) trained --steps
 steps on the license texts (scripts/make_tokens.py, one token per byte;
 global batch --batch x --seq) at dp=4 over the two-node cluster
 (scripts/netns-cluster.sh, 2 nodes x 2 ranks), reductions in two levels,
-uncompressed and with each codec with and without error feedback. Printed
+uncompressed and with each codec with and without error feedback (and
+with its state in bf16, --error-feedback=bf16, and with the gradient
+buffers in bf16, --gradient-buffers=bf16). Printed
 per variant: the mean loss of the last 20 steps and its ratio to the
 uncompressed run's, with the issue's bounds checked (int8 + error feedback
 within 1%, PowerSGD rank 4 + error feedback within 3%); exit status 1 when
@@ -25,7 +27,8 @@ ratio to two levels uncompressed, and for PowerSGD the share its matrices
 keep.
 
 memory: the same GPT's train step (uncompressed and with each codec, with
-and without error feedback) run 3 steps under mpirun -n 4 on this machine;
+and without error feedback, with the codec state and the gradient buffers
+in f32 and in bf16) run 3 steps under mpirun -n 4 on this machine;
 printed per rank: the gradient bytes the buckets reduce, the codec state
 the compiler planned (residuals, PowerSGD's Q's), the whole plan, the
 runtime's measured peak (metrics summary; it includes the collectives'
@@ -44,7 +47,13 @@ from mpibench import HPC_OPT, MPIRUN, ROOT, gpt_with_tokens, run
 CLUSTER = os.path.join(ROOT, "scripts", "netns-cluster.sh")
 NAME = "bench-compress"
 # The issue's bounds on the last-20 mean loss against the uncompressed run.
-BOUNDS = {"int8": 0.01, "powersgd:4": 0.03}
+BOUNDS = {"int8": 0.01, "powersgd:4": 0.03, "int8 bf16-state": 0.01,
+          "powersgd:4 bf16-state": 0.03, "int8 bf16-buffers": 0.01, "int8 bf16-all": 0.01,
+          "powersgd:4 bf16-all": 0.03}
+# The bf16 variants' flags: the codec state (--error-feedback=bf16), the
+# gradient buffers (--gradient-buffers=bf16), both.
+BF16_STATE = ["--error-feedback=bf16"]
+BF16_BUFFERS = ["--gradient-buffers=bf16"]
 CLUSTER_JSON = {
     "name": "cpu-2x2", "nodes": 2, "devices_per_node": 2,
     "device": {"kind": "cpu", "memory_gib": 16, "reserved_gib": 1,
@@ -68,9 +77,14 @@ def losses(path):
 
 
 def convergence(a, d):
-    variants = {"none": [], "int8": ["--compress=int8"],
+    variants = {"none": [], "none bf16-buffers": BF16_BUFFERS, "int8": ["--compress=int8"],
+                "int8 bf16-state": ["--compress=int8", *BF16_STATE],
+                "int8 bf16-buffers": ["--compress=int8", *BF16_BUFFERS],
+                "int8 bf16-all": ["--compress=int8", *BF16_STATE, *BF16_BUFFERS],
                 "int8 no-ef": ["--compress=int8", "--error-feedback=off"],
                 "powersgd:4": ["--compress=powersgd:4"],
+                "powersgd:4 bf16-state": ["--compress=powersgd:4", *BF16_STATE],
+                "powersgd:4 bf16-all": ["--compress=powersgd:4", *BF16_STATE, *BF16_BUFFERS],
                 "powersgd:4 no-ef": ["--compress=powersgd:4", "--error-feedback=off"],
                 "topk:0.01": ["--compress=topk:0.01"],
                 "topk:0.01 no-ef": ["--compress=topk:0.01", "--error-feedback=off"]}
@@ -94,7 +108,7 @@ def convergence(a, d):
     base = sum(curves["none"][-20:]) / 20
     print(f"GPT example, {a.steps} steps on the license texts, global batch {a.batch} x "
           f"{a.seq}, AdamW lr {a.lr}, dp=4 on 2 nodes x 2 ranks (link {a.rate}), two levels")
-    print(f"{'variant':>18} {'last-20 loss':>13} {'vs none':>9}")
+    print(f"{'variant':>22} {'last-20 loss':>13} {'vs none':>9}")
     ok = True
     for name, curve in curves.items():
         mean = sum(curve[-20:]) / 20
@@ -103,17 +117,17 @@ def convergence(a, d):
         verdict = "" if bound is None else ("  OK" if abs(rel) <= bound else "  MISSED") + \
             f" (bound {100 * bound:.0f}%)"
         ok = ok and (bound is None or abs(rel) <= bound)
-        print(f"{name:>18} {mean:13.4f} {100 * rel:+8.2f}%{verdict}")
+        print(f"{name:>22} {mean:13.4f} {100 * rel:+8.2f}%{verdict}")
     if a.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(8, 5))
-        for name, curve in curves.items():
+        for i, (name, curve) in enumerate(curves.items()):
             # A 10-step moving average: the corpus changes from step to step.
             smooth = [sum(curve[max(0, i - 9):i + 1]) / len(curve[max(0, i - 9):i + 1])
                       for i in range(len(curve))]
-            ax.plot(range(1, len(curve) + 1), smooth, label=name,
+            ax.plot(range(1, len(curve) + 1), smooth, label=name, color=plt.cm.tab20(i),
                     linestyle="--" if "no-ef" in name else "-")
         ax.set_xlabel("step")
         ax.set_ylabel("loss (10-step moving average)")
@@ -158,22 +172,30 @@ def bytes_table(a, d):
 def memory_table(a, d):
     a.steps = 3
     model, summary_line = gpt_with_tokens(d, a)
-    variants = {"none": [], "int8": ["--compress=int8"],
+    variants = {"none": [], "none bf16-buffers": BF16_BUFFERS, "int8": ["--compress=int8"],
+                "int8 bf16-state": ["--compress=int8", *BF16_STATE],
+                "int8 bf16-buffers": ["--compress=int8", *BF16_BUFFERS],
+                "int8 bf16-all": ["--compress=int8", *BF16_STATE, *BF16_BUFFERS],
                 "int8 no-ef": ["--compress=int8", "--error-feedback=off"],
                 "powersgd:4": ["--compress=powersgd:4"],
+                "powersgd:4 bf16-state": ["--compress=powersgd:4", *BF16_STATE],
+                "powersgd:4 bf16-all": ["--compress=powersgd:4", *BF16_STATE, *BF16_BUFFERS],
                 "powersgd:4 no-ef": ["--compress=powersgd:4", "--error-feedback=off"],
                 "topk:0.01": ["--compress=topk:0.01"]}
     print(summary_line)
     print(f"dp=4 on 2 nodes x 2 ranks (run on one machine), two levels, global batch "
-          f"{a.batch} x {a.seq}; bytes per rank")
-    print(f"{'variant':>17} {'gradients':>11} {'codec state':>12} {'planned':>11} {'peak':>11} "
-          f"{'comm buffers':>12} {'plan/peak':>9} {'vs none':>8}")
+          f"{a.batch} x {a.seq}; bytes per rank (gradients: the buckets' buffers, bf16 with "
+          f"{BF16_BUFFERS[0]}; arena: the planned activations and buffers)")
+    print(f"{'variant':>22} {'gradients':>11} {'codec state':>12} {'arena':>11} {'planned':>11} "
+          f"{'peak':>11} {'comm buffers':>12} {'plan/peak':>9} {'vs none':>8}")
     ok, base = True, None
     for name, extra in variants.items():
         file = name.replace(":", "-").replace(" ", "-")
         log = compile_gpt(model, f"{a.batch},{a.seq}", d, file,
                           ["--lr=1e-4", "--hierarchical=on", *extra])
         grads = float(re.search(r"bucket\(s\) of ([\d.]+) MB", log).group(1)) * 1e6
+        if BF16_BUFFERS[0] in extra:
+            grads /= 2
         state = re.search(r"codec state (\d+) bytes a rank", log)
         state = int(state.group(1)) if state else 0
         metrics = f"{d}/{file}.jsonl"
@@ -186,7 +208,8 @@ def memory_table(a, d):
         base = base or peak
         good = abs(planned - peak) <= 0.05 * peak
         ok &= good
-        print(f"{name:>17} {grads:11.0f} {state:12d} {planned:11d} {peak:11d} "
+        print(f"{name:>22} {grads:11.0f} {state:12d} {summary['arena_bytes']:11d} "
+              f"{planned:11d} {peak:11d} "
               f"{summary['comm_buffer_bytes_per_rank']:12d} {planned / peak:9.4f} "
               f"{peak / base:8.3f}{'' if good else '  MISSED'}")
     return ok

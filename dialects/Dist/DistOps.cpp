@@ -522,8 +522,14 @@ static LogicalResult verifyCompression(Operation *op, Type input, Value feedback
   if (!kind)
     return op->emitOpError("compression applies to all_reduce and reduce_scatter only");
   auto type = cast<RankedTensorType>(input);
-  if (!type.getElementType().isF32())
-    return op->emitOpError("compresses f32 values only, not ") << type.getElementType();
+  // bf16 values (a bucket kept in bf16) cross as the codec encodes them
+  // from f32; a reduce_scatter's compressed blocks are f32 only.
+  bool bf16 = type.getElementType().isBF16() && isa<AllReduceOp, AllReduceStartOp>(op);
+  if (!type.getElementType().isF32() && !bf16)
+    return op->emitOpError(isa<AllReduceOp, AllReduceStartOp>(op)
+                               ? "compresses f32 or bf16 values only, not "
+                               : "compresses f32 values only, not ")
+           << type.getElementType();
   if (*kind != ReductionKind::sum && *kind != ReductionKind::avg)
     return op->emitOpError("compresses sum and avg reductions only, not ")
            << stringifyReductionKind(*kind);
@@ -556,7 +562,8 @@ static LogicalResult verifyCompression(Operation *op, Type input, Value feedback
     int64_t need = codecStateElements(op);
     if (t.getRank() != 1 || t.getDimSize(0) != need)
       return op->emitOpError("codec state ")
-             << t << " must be tensor<" << need << "xf32> (hpc::dist::codecStateElements)";
+             << t << " must be tensor<" << need
+             << "xf32> or tensor<" << need << "xbf16> (hpc::dist::codecStateElements)";
   }
   return success();
 }

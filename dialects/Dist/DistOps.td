@@ -87,12 +87,12 @@ multiclass Dist_Collective<string mnemonic, string summaryText, dag extraArgs,
 // A reduction with a `compression` codec (#dist.int8_block, #dist.powersgd,
 // #dist.topk) compresses its cross-node hop (the whole group when it has no
 // ranks_per_node); its optional `feedback` operand is the codec's state, a
-// 1-D f32 hpc.variable of hpc::dist::codecStateElements values that the
+// 1-D f32 (or bf16, half the bytes) hpc.variable of hpc::dist::codecStateElements values that the
 // reduction reads and writes in place (no other op touches it): the
 // rounding error of what this rank sent, added to what it sends next, and
 // PowerSGD's Q of each matrix (its operand is never absent).
 defvar Dist_TwoLevel = (ins OptionalAttr<I64Attr>:$ranks_per_node,
-                            Optional<RankedTensorOf<[F32]>>:$feedback);
+                            Optional<RankedTensorOf<[F32, BF16]>>:$feedback);
 defvar Dist_FeedbackFormat = " (`feedback` $feedback^ `:` type($feedback))?";
 defm Dist_AllReduce : Dist_Collective<"all_reduce",
     "Reduce over the mesh axes; every rank gets the whole result",

@@ -77,6 +77,17 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("With compress: keep each compressed reduction's rounding error and "
                      "add it to the next step's (default on)"),
       llvm::cl::init(true)};
+  Option<bool> codecStateBf16{
+      *this, "codec-state-bf16",
+      llvm::cl::desc("With compress: keep the codec state (error-feedback residuals, "
+                     "PowerSGD's Q's) in bf16, half the bytes of f32"),
+      llvm::cl::init(false)};
+  Option<bool> gradientBuffersBf16{
+      *this, "gradient-buffers-bf16",
+      llvm::cl::desc("With train and mesh: the gradients that cross nodes wait for their "
+                     "reduction, and their sums for the optimizer, in bf16 (half the "
+                     "bytes); a codec's hop still runs on f32"),
+      llvm::cl::init(false)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With train and a dp axis in mesh: ZeRO stage (0: off; 1: optimizer "
@@ -182,13 +193,19 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
 /// known) is the node size the program is placed on (dist-propagate), and
 /// with it dist-hierarchical runs in `hierarchical` mode (auto|on|off, the
 /// cost model of `bucketCluster` deciding auto); dist-compress runs as
-/// `compress` says (parseCompressSpec) with `errorFeedback`.
+/// `compress` says (parseCompressSpec) with `codec`'s settings.
+struct GradientCodecOptions {
+  bool errorFeedback = true; ///< keep each compressed reduction's error
+  bool stateBf16 = false;    ///< the codec state in bf16
+  bool buffersBf16 = false;  ///< gradients crossing nodes wait in bf16
+};
 void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             llvm::ArrayRef<std::string> shard,
                             bool asyncCollectives = false, int64_t bucketBytes = 0,
                             int64_t zeroStage = 0, llvm::StringRef bucketCluster = "",
                             int64_t ranksPerNode = 0, llvm::StringRef hierarchical = "auto",
-                            llvm::StringRef compress = "none", bool errorFeedback = true);
+                            llvm::StringRef compress = "none",
+                            const GradientCodecOptions &codec = {});
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

@@ -55,6 +55,10 @@ struct Compression {
   /// feedback of int8 blocks and top-k; PowerSGD's Q's, then residuals.
   float *feedback = nullptr;
   size_t feedbackCount = 0; ///< its values
+  /// The same state kept in bf16 (the compiler's state-bf16) instead of
+  /// `feedback`: the communicator widens it for the call and rounds it back
+  /// to nearest even after.
+  uint16_t *feedbackBf16 = nullptr;
 
   bool compressed() const { return codec != Codec::None; }
 };

@@ -15,6 +15,7 @@
 #include "Reduce.h"
 
 #include "../core/Context.h"
+#include "../core/Float16.h"
 #include "common/Codecs.h"
 
 #include <algorithm>
@@ -276,23 +277,42 @@ void MpiGroupComm::reduceScatter(const void *send, void *recv, size_t count, int
 
 /// A compressed reduction's dtype and kind: f32 sums (avg: a finished sum).
 static void checkCompressible(int dtype, int64_t kind) {
-  if (dtype != HPCRT_F32)
-    fail("a compressed reduction needs f32 values, not dtype " + std::to_string(dtype));
+  if (dtype != HPCRT_F32 && dtype != HPCRT_BF16)
+    fail("a compressed reduction needs f32 or bf16 values, not dtype " + std::to_string(dtype));
   if (kind != 0 && kind != 4)
     fail("a compressed reduction is a sum or an average, not reduction " + std::to_string(kind));
+}
+
+Compression MpiComm::widenState(const Compression &c) {
+  if (!c.feedbackBf16)
+    return c;
+  Compression wide = c;
+  stateWide_.resize(c.feedbackCount);
+  for (size_t i = 0; i < c.feedbackCount; ++i)
+    stateWide_[i] = bf16ToFloat(c.feedbackBf16[i]);
+  wide.feedback = stateWide_.data();
+  wide.feedbackBf16 = nullptr;
+  return wide;
+}
+
+void MpiComm::narrowState(const Compression &wide, const Compression &c) {
+  if (c.feedbackBf16)
+    for (size_t i = 0; i < c.feedbackCount; ++i)
+      c.feedbackBf16[i] = floatToBf16(wide.feedback[i]);
 }
 
 void MpiGroupComm::allReduceCompressed(const void *send, void *recv, size_t count, int dtype,
                                        int64_t kind, const Compression &c) {
   checkCompressible(dtype, kind);
-  Reducer red = makeReducer(dtype, kind);
   if (send != recv && count)
     memmove(recv, send, payloadBytes(count, dtype));
-  auto *d = static_cast<float *>(recv);
+  Reducer red = makeReducer(dtype, kind), f32 = makeReducer(HPCRT_F32, kind);
+  Compression wide = mesh_.widenState(c);
   if (twoLevel_)
-    mesh_.allReduceCompressed(d, count, red, *twoLevel_, c);
+    mesh_.allReduceCompressed(recv, count, red, f32, *twoLevel_, wide);
   else
-    mesh_.allReduceCompressed(d, count, red, group_, c);
+    mesh_.allReduceCompressed(recv, count, red, f32, group_, wide);
+  mesh_.narrowState(wide, c);
 }
 
 void MpiGroupComm::reduceScatterCompressed(const void *send, void *recv, size_t count,
@@ -300,13 +320,17 @@ void MpiGroupComm::reduceScatterCompressed(const void *send, void *recv, size_t 
   checkCompressible(dtype, kind);
   if (c.codec == Codec::PowerSgd)
     fail("PowerSGD compresses all-reduces only, not a reduce-scatter");
+  if (dtype != HPCRT_F32)
+    fail("a compressed reduce-scatter needs f32 values, not dtype " + std::to_string(dtype));
   Reducer red = makeReducer(dtype, kind);
   auto *in = static_cast<const float *>(send);
   auto *out = static_cast<float *>(recv);
+  Compression wide = mesh_.widenState(c);
   if (twoLevel_)
-    mesh_.reduceScatterCompressed(in, out, count, red, *twoLevel_, c);
+    mesh_.reduceScatterCompressed(in, out, count, red, *twoLevel_, wide);
   else
-    mesh_.reduceScatterCompressed(in, out, count, red, group_, c);
+    mesh_.reduceScatterCompressed(in, out, count, red, group_, wide);
+  mesh_.narrowState(wide, c);
 }
 
 void MpiGroupComm::allGather(const void *send, void *recv, size_t count, int dtype) {
@@ -367,7 +391,8 @@ void MpiComm::exchange(const char *op, const void *sendBuf, size_t sendBytes, in
 uint64_t MpiComm::bufferBytes() const {
   return scratch_.capacity() + packed_.capacity() + partial_.capacity() +
          codecSend_.capacity() + codecRecv_.capacity() +
-         codecValues_.capacity() * sizeof(float);
+         (codecValues_.capacity() + stateWide_.capacity() + bucketWide_.capacity()) *
+             sizeof(float);
 }
 
 void MpiComm::setNodes(std::vector<uint64_t> nodeOf) {
@@ -849,20 +874,45 @@ void MpiComm::compressedReduceScatterHop(const float *in, float *out, size_t cou
     red.finish(out, count, finishOver);
 }
 
-void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
-                                  const Group &grp, const Compression &c) {
-  ++stats_.operations;
-  if (c.codec == Codec::PowerSgd) {
-    powerSgdElementChunks(c, 1, count);
-    return powerSgdHop(data, 0, static_cast<int64_t>(c.rows.size()), red, grp, grp.size, c);
-  }
-  compressedAllReduceHop(data, count, red, grp, grp.size, c);
+float *MpiComm::hopValues(void *data, size_t start, size_t n, size_t e) {
+  if (e == sizeof(float))
+    return static_cast<float *>(data) + start;
+  // A bf16 bucket's values cross (and are encoded) from f32: only the hop's
+  // part is widened, 1/node-size of the bucket in two levels.
+  bucketWide_.resize(n);
+  const uint16_t *b = static_cast<const uint16_t *>(data) + start;
+  for (size_t i = 0; i < n; ++i)
+    bucketWide_[i] = bf16ToFloat(b[i]);
+  return bucketWide_.data();
 }
 
-void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
-                                  const TwoLevel &t, const Compression &c) {
+void MpiComm::roundBack(void *data, size_t start, size_t e) {
+  if (e == sizeof(float))
+    return;
+  uint16_t *b = static_cast<uint16_t *>(data) + start;
+  for (size_t i = 0; i < bucketWide_.size(); ++i)
+    b[i] = floatToBf16(bucketWide_[i]);
+}
+
+void MpiComm::allReduceCompressed(void *data, size_t count, const Reducer &red,
+                                  const Reducer &hopRed, const Group &grp,
+                                  const Compression &c) {
   ++stats_.operations;
-  char *d = reinterpret_cast<char *>(data);
+  float *v = hopValues(data, 0, count, red.elementSize);
+  if (c.codec == Codec::PowerSgd) {
+    powerSgdElementChunks(c, 1, count);
+    powerSgdHop(v, 0, static_cast<int64_t>(c.rows.size()), hopRed, grp, grp.size, c);
+  } else {
+    compressedAllReduceHop(v, count, hopRed, grp, grp.size, c);
+  }
+  roundBack(data, 0, red.elementSize);
+}
+
+void MpiComm::allReduceCompressed(void *data, size_t count, const Reducer &red,
+                                  const Reducer &hopRed, const TwoLevel &t,
+                                  const Compression &c) {
+  ++stats_.operations;
+  char *d = static_cast<char *>(data);
   const Group &local = t.local;
   const size_t e = red.elementSize;
   // PowerSGD's members take whole pieces; the other codecs even chunks.
@@ -871,11 +921,12 @@ void MpiComm::allReduceCompressed(float *data, size_t count, const Reducer &red,
                             : Chunks::even(count, local.size);
   ringReduceScatterPass(d, chunks, red, local);
   int own = mod(local.index + 1, local.size);
+  float *v = hopValues(d, chunks.start(own), chunks.size(own), e);
   if (c.codec == Codec::PowerSgd)
-    powerSgdHop(data + chunks.start(own), c.chunks[own], c.chunks[own + 1], red, t.cross, t.size,
-                c);
+    powerSgdHop(v, c.chunks[own], c.chunks[own + 1], hopRed, t.cross, t.size, c);
   else
-    compressedAllReduceHop(data + chunks.start(own), chunks.size(own), red, t.cross, t.size, c);
+    compressedAllReduceHop(v, chunks.size(own), hopRed, t.cross, t.size, c);
+  roundBack(d, chunks.start(own), e);
   ringAllGatherPass(d, chunks, e, local);
 }
 

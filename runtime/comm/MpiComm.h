@@ -203,10 +203,18 @@ public:
   ///   c.chunks (whole pieces), then each member's chunk crosses as two
   ///   plain f32 ring all-reduces, of its P's and exact values and of its
   ///   Q's; the state holds the Q's, then the residuals.
-  void allReduceCompressed(float *data, size_t count, const Reducer &r, const Group &g,
-                           const Compression &c);
-  void allReduceCompressed(float *data, size_t count, const Reducer &r, const TwoLevel &t,
-                           const Compression &c);
+  /// `r` is the values' reducer (f32, or bf16 for a bf16 bucket), `hopRed`
+  /// the f32 one of the hop: a bf16 bucket's hop runs on its values widened
+  /// (hopValues) and rounded back (roundBack).
+  void allReduceCompressed(void *data, size_t count, const Reducer &r, const Reducer &hopRed,
+                           const Group &g, const Compression &c);
+  /// `c` with a bf16 state widened into f32 (itself otherwise), and the
+  /// rounding back after the call (Compression::feedbackBf16).
+  Compression widenState(const Compression &c);
+  void narrowState(const Compression &wide, const Compression &c);
+  /// In two levels `r` reduces the node's ring, `hopRed` the hop across.
+  void allReduceCompressed(void *data, size_t count, const Reducer &r, const Reducer &hopRed,
+                           const TwoLevel &t, const Compression &c);
   void reduceScatterCompressed(const float *in, float *out, size_t count, const Reducer &r,
                                const Group &g, const Compression &c);
   void reduceScatterCompressed(const float *in, float *out, size_t count, const Reducer &r,
@@ -304,8 +312,15 @@ private:
   /// Packs a two-level reduce-scatter's blocks by place into packed_
   /// (partial_ sized for the node's result).
   void packByPlace(const void *in, size_t count, size_t elementSize, const TwoLevel &t);
+  /// The f32 values of [start, start + n) of a bucket of e-byte elements:
+  /// in place for f32, widened into bucketWide_ for bf16.
+  float *hopValues(void *data, size_t start, size_t n, size_t e);
+  /// Rounds bucketWide_ back into a bf16 bucket at `start` (f32: nothing).
+  void roundBack(void *data, size_t start, size_t e);
   std::vector<char> codecSend_, codecRecv_;
   std::vector<float> codecValues_;
+  std::vector<float> stateWide_; ///< a bf16 codec state widened for its call
+  std::vector<float> bucketWide_; ///< a bf16 bucket's chunk widened for its hop
   /// The communicator of the ranks that differ only on the axes in `mask`.
   MPI_Comm splitSubset(unsigned mask);
   /// Posts the receive and the send (each split in pieces MPI's int counts

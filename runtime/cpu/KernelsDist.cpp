@@ -161,9 +161,12 @@ comm::Compression compressionOf(OpCall &c) {
   }
   if (c.operands.size() == 2) {
     Tensor &f = c.in(1);
-    if (f.dtype != HPCRT_F32)
-      fail("the codec state must be f32");
-    z.feedback = f.as<float>();
+    if (f.dtype == HPCRT_F32)
+      z.feedback = f.as<float>();
+    else if (f.dtype == HPCRT_BF16)
+      z.feedbackBf16 = f.as<uint16_t>();
+    else
+      fail("the codec state must be f32 or bf16");
     z.feedbackCount = static_cast<size_t>(f.numel);
   }
   return z;

@@ -18,6 +18,7 @@
 #include "comm/MpiComm.h"
 #include "comm/PeerWait.h"
 #include "common/Codecs.h"
+#include "core/Float16.h"
 
 #include <cstring>
 
@@ -40,6 +41,21 @@ bool sameOnEveryRank(std::vector<float> v) {
   int same = memcmp(root.data(), v.data(), v.size() * sizeof(float)) == 0, all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
+}
+
+/// A compressed all-reduce of `mine` as a bf16 bucket (a compiled step's
+/// --gradient-buffers=bf16): `mine` rounded to bf16 going in, the result
+/// widened back for the caller.
+std::vector<float> bf16Bucket(Communicator &c, const std::vector<float> &mine,
+                              const Compression &z) {
+  std::vector<uint16_t> in(mine.size()), out(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i)
+    in[i] = floatToBf16(mine[i]);
+  c.allReduceCompressed(in.data(), out.data(), mine.size(), HPCRT_BF16, 0, z);
+  std::vector<float> wide(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i)
+    wide[i] = bf16ToFloat(out[i]);
+  return wide;
 }
 
 /// The compressed reductions (Codec.h) of a group over the whole world:
@@ -86,6 +102,17 @@ void checkCompressed(MpiComm &mesh, Communicator &c, const std::string &what, bo
                 hpc::codecs::int8BlockBytes(chunk(k), block);
     expect(sent == want, what + ": compressed all-reduce sent " + std::to_string(sent) +
                              " bytes, expected " + std::to_string(want));
+  }
+  // A bf16 bucket: the same codec on the values widened, within the
+  // quantization plus bf16's roundings (the inputs, the node's sum, the
+  // result: each half a unit in the last place, 2^-9 of the g x 7 bound).
+  {
+    std::vector<float> narrow = bf16Bucket(c, mine, z);
+    const float bf16Tol = tol + 3.0f * g * 7.0f / 512.0f;
+    expect(worst(narrow) <= bf16Tol, what + ": a bf16 bucket within " + std::to_string(bf16Tol) +
+                                         " of the exact sum (worst " +
+                                         std::to_string(worst(narrow)) + ")");
+    expect(sameOnEveryRank(narrow), what + ": a bf16 bucket bitwise the same on every rank");
   }
   // Error feedback: the same gradient 40 times; the mean of the results
   // is the exact sum up to the residual left over (one step's error / 40).
@@ -148,8 +175,17 @@ void checkCompressed(MpiComm &mesh, Communicator &c, const std::string &what, bo
   } catch (const Error &e) {
     error = e.what();
   }
-  expect(error.find("needs f32 values") != std::string::npos,
+  expect(error.find("needs f32 or bf16 values") != std::string::npos,
          what + ": a compressed f64 reduction fails: '" + error + "'");
+  error.clear();
+  try {
+    std::vector<uint16_t> rows(count * g), mineRows(count);
+    c.reduceScatterCompressed(rows.data(), mineRows.data(), count, HPCRT_BF16, 0, plain);
+  } catch (const Error &e) {
+    error = e.what();
+  }
+  expect(error.find("compressed reduce-scatter needs f32 values") != std::string::npos,
+         what + ": a compressed bf16 reduce-scatter fails: '" + error + "'");
 }
 
 /// Rank r's top-k pairs of v as an independent reference: every index
@@ -306,6 +342,24 @@ void checkPowerSgd(MpiComm &mesh, Communicator &c, const std::string &what, bool
                                         "back (worst " + std::to_string(worst) + ")");
   expect(sameOnEveryRank(got), what + ": PowerSGD bitwise the same on every rank");
   expect(!isZero(state.data(), 40), what + ": PowerSGD keeps its Q");
+  {
+    // A bf16 bucket from the same start: the sums near the f32 bucket's.
+    // bf16's roundings (inputs, the node's sum, the result) make the
+    // matrices full rank, and one power iteration passes some of that noise
+    // on amplified (measured: 0.6% of the largest sum flat, 1.0% in two
+    // levels); a misplaced chunk or piece would be off by the sums.
+    std::vector<float> saved = state;
+    std::fill(state.begin(), state.end(), 0.0f);
+    std::vector<float> narrow = bf16Bucket(c, mine, z);
+    float off = 0;
+    for (size_t i = 0; i < n; ++i)
+      off = std::max(off, std::fabs(narrow[i] - got[i]));
+    expect(off <= 3e-2f * scale, what + ": PowerSGD on a bf16 bucket within bf16's rounding "
+                                        "of the f32 bucket (worst " + std::to_string(off) + ")");
+    expect(sameOnEveryRank(narrow), what + ": PowerSGD on a bf16 bucket bitwise the same on "
+                                           "every rank");
+    state = saved;
+  }
   if (flat) {
     // Two f32 rings: 30*2 + 17 + 12*2 = 101 values, then 20*2 + 40*2 = 120.
     auto ring = [&](size_t m) {

@@ -116,9 +116,18 @@ static llvm::cl::opt<std::string> compressFlag(
 
 static llvm::cl::opt<std::string> errorFeedbackFlag(
     "error-feedback",
-    llvm::cl::desc("With --compress: on (default) keeps each compressed reduction's rounding "
-                   "error in the training state and adds it to the next step's; off"),
+    llvm::cl::desc("With --compress: on (default) keeps each compressed reduction's "
+                   "compression error in the training state and adds it to the next step's; "
+                   "bf16: the same with that state (and PowerSGD's Q's) in bf16, half the "
+                   "bytes; off"),
     llvm::cl::init("on"), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<std::string> gradientBuffersFlag(
+    "gradient-buffers",
+    llvm::cl::desc("With --train and a mesh across nodes: f32 (default) or bf16, the "
+                   "gradients that cross nodes waiting for their reduction, and their sums "
+                   "for the optimizer, in bf16 (half the bytes; compressed or not)"),
+    llvm::cl::init("f32"), llvm::cl::cat(searchCategory));
 
 static llvm::cl::opt<bool> autoParallel(
     "auto-parallel",
@@ -191,6 +200,8 @@ static void partitionOptions(hpc::CompileOptions &options) {
   options.hierarchical = hierarchicalFlag;
   options.compress = compressFlag;
   options.errorFeedback = errorFeedbackFlag != "off";
+  options.codecStateBf16 = errorFeedbackFlag == "bf16";
+  options.gradientBuffersBf16 = gradientBuffersFlag == "bf16";
 }
 
 static llvm::cl::opt<bool> noFuse(
@@ -681,8 +692,16 @@ int main(int argc, char **argv) {
     if (!hpc::parseCompressSpec(compressFlag, spec, error))
       return userError(error);
   }
-  if (errorFeedbackFlag != "on" && errorFeedbackFlag != "off")
-    return userError("--error-feedback must be on or off, not '" + errorFeedbackFlag + "'");
+  if (errorFeedbackFlag != "on" && errorFeedbackFlag != "off" && errorFeedbackFlag != "bf16")
+    return userError("--error-feedback must be on, bf16 or off, not '" + errorFeedbackFlag +
+                     "'");
+  if (gradientBuffersFlag != "f32" && gradientBuffersFlag != "bf16")
+    return userError("--gradient-buffers must be f32 or bf16, not '" + gradientBuffersFlag +
+                     "'");
+  if (gradientBuffersFlag == "bf16" && (!trainFlag || (meshSpec.empty() && !autoParallel)))
+    return userError("--gradient-buffers=bf16 keeps a train step's gradient reductions in "
+                     "bf16: it needs --train and a mesh with a dp axis (--mesh or "
+                     "--auto-parallel)");
   if (compressFlag != "none" && (!trainFlag || (meshSpec.empty() && !autoParallel)))
     return userError("--compress=" + compressFlag + " compresses a train step's gradient "
                      "reductions: it needs --train and a mesh with a dp axis (--mesh or "

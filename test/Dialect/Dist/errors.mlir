@@ -351,6 +351,27 @@ module attributes {c = #dist.topk<ratio = 0.0>} {}
 // -----
 
 module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+    // expected-error @+1 {{'dist.all_reduce' op compresses f32 or bf16 values only, not 'f16'}}
+    %0 = dist.all_reduce %x over ["dp"] sum {compression = #dist.int8_block} : tensor<4x8xf16> -> tensor<4x8xf16>
+    return %0 : tensor<4x8xf16>
+  }
+}
+
+// -----
+
+// A compressed reduce_scatter's blocks are f32 (a bf16 bucket is an all_reduce's).
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
+  func.func @f(%x: tensor<4x8xbf16>) -> tensor<2x8xbf16> {
+    // expected-error @+1 {{'dist.reduce_scatter' op compresses f32 values only, not 'bf16'}}
+    %0 = dist.reduce_scatter %x over ["dp"] sum dim 0 {compression = #dist.int8_block} : tensor<4x8xbf16> -> tensor<2x8xbf16>
+    return %0 : tensor<2x8xbf16>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
   func.func @f(%x: tensor<4x8xf32>, %q: tensor<48xf32>) -> tensor<2x8xf32> {
     // expected-error @+1 {{'dist.reduce_scatter' op #dist.powersgd compresses all_reduce only (a reduce_scatter's blocks are no matrices): use #dist.int8_block or #dist.topk}}
     %0 = dist.reduce_scatter %x over ["dp"] sum dim 0 feedback %q : tensor<48xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<2x8xf32>
@@ -402,7 +423,7 @@ module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
 
 module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node>} {
   func.func @f(%x: tensor<4x8xf32>, %q: tensor<40xf32>) -> tensor<4x8xf32> {
-    // expected-error @+1 {{'dist.all_reduce' op codec state 'tensor<40xf32>' must be tensor<48xf32> (hpc::dist::codecStateElements)}}
+    // expected-error @+1 {{'dist.all_reduce' op codec state 'tensor<40xf32>' must be tensor<48xf32> or tensor<48xbf16> (hpc::dist::codecStateElements)}}
     %0 = dist.all_reduce %x over ["dp"] sum feedback %q : tensor<40xf32> {compression = #dist.powersgd<rank = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
     return %0 : tensor<4x8xf32>
   }
