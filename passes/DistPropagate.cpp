@@ -475,6 +475,34 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         return success();
       }
     }
+    // A partial sum times (or over) a scalar is a partial sum, the scalar
+    // taken whole (reduced first where it is a partial sum itself: 4
+    // bytes): micro-batches' gradients weighted by their share of the loss
+    // (hpc-micro-batches) are summed before one reduction instead of each
+    // reduced apart.
+    if (isa<hpc::MulOp, hpc::DivOp>(op)) {
+      Value result = op->getResult(0);
+      auto wholeScalar = [&](Value v) {
+        const Sharding *s = incoming(v);
+        return cast<RankedTensorType>(v.getType()).getRank() == 0 && (!s || s->dims.empty());
+      };
+      for (unsigned i = 0; i < 2; ++i) {
+        Value partial = op->getOperand(i), scalar = op->getOperand(1 - i);
+        const Sharding *p = incoming(partial);
+        if (!p || p->partial.empty() || !keepsPartial(partial) || p->dims.empty() ||
+            partial.getType() != result.getType() || !wholeScalar(scalar) ||
+            (isa<hpc::DivOp>(op) && i == 1))
+          continue;
+        Sharding out = *p; // copied first: the insertion may move `*p`
+        SmallVector<Attribute> operands(2);
+        operands[i] = p->toAttr(ctx);
+        operands[1 - i] = Sharding::replicated(0).toAttr(ctx);
+        op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, operands));
+        op->setAttr("dist.result_shardings", ArrayAttr::get(ctx, {out.toAttr(ctx)}));
+        current[result] = std::move(out);
+        return success();
+      }
+    }
     // A scatter-add into zeros whose contributions are spread over ranks
     // is a partial sum of the scattered result, scatter(0, i, sum_r u_r) =
     // sum_r scatter(0, i, u_r): when the updates are partial sums (the

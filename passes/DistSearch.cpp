@@ -336,6 +336,13 @@ int64_t hpc::planZero(ModuleOp module) {
   return zero ? zero.getInt() : 0;
 }
 
+int64_t hpc::planMicroBatches(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+  auto count = plan ? plan.getAs<IntegerAttr>("num_micro_batches") : nullptr;
+  return count && count.getInt() > 1 ? count.getInt() : 1;
+}
+
 bool hpc::planRecompute(ModuleOp module) {
   DictionaryAttr stage = singleStage(module);
   auto recompute = stage ? stage.getAs<BoolAttr>("recompute") : nullptr;

@@ -233,6 +233,8 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
                                             b.getNamedAttr("warmup", b.getI64IntegerAttr(schedule.warmup)),
                                             b.getNamedAttr("total", b.getI64IntegerAttr(schedule.total))})),
         b.getNamedAttr("batch", b.getI64IntegerAttr(batch))};
+    if (auto micro = module->getAttrOfType<IntegerAttr>("hpc.micro_batches"))
+      info.push_back(b.getNamedAttr("micro_batches", micro));
     if (auto loss = module->getAttrOfType<DictionaryAttr>("hpc.loss")) {
       info.push_back(b.getNamedAttr("loss", loss.get("kind")));
       if (Attribute input = loss.get("input"))

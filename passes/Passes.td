@@ -261,6 +261,52 @@ def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def HPCMicroBatches : Pass<"hpc-micro-batches", "mlir::ModuleOp"> {
+  let summary = "Run a train step's batch as micro-batches, accumulating the gradients";
+  let description = [{
+    Runs between hpc-autodiff and hpc-optimizer on @main built for one
+    micro-batch of b rows (every input of rank >= 1 has b rows; its results
+    are the loss and the gradients, floats). @main then takes `count` x b
+    rows and runs its forward and backward ops `count` times, one
+    micro-batch after the other, each result the mean over the
+    micro-batches: the whole batch's mean loss and its gradients, as
+    gradient accumulation in PyTorch gives them, with only one
+    micro-batch's activations alive at a time. Ops that do not read the
+    batch (weights and what is computed from them alone) run once. Each
+    micro-batch's dropout masks are drawn on their own streams; state that
+    the step assigns (train mode's running statistics) is carried from one
+    micro-batch to the next and written once, after the last.
+
+    A cross entropy (hpc-append-loss's -(sum) / (count of labels)) weighs
+    each micro-batch by its count, so the results are the whole batch's
+    mean even where ignored labels make the counts unequal; other losses
+    take equal weights.
+
+    With a `mesh` whose dp axis has G ranks (the mesh the step is then
+    partitioned over), micro-batch m is rows [m b/G, (m+1) b/G) of each of
+    the G blocks of the batch, the block a data-parallel rank holds, so
+    partitioning moves no rows: a rank's micro-batches are consecutive
+    pieces of its own rows. b must be a multiple of G.
+
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<8x2xf32>)
+    ```
+    with count = 2 becomes
+    ```mlir
+    func.func @main(%x: tensor<8x8xf32>) -> (tensor<f32>, tensor<8x2xf32>)
+      // x rows 0-3: forward, backward; rows 4-7: forward, backward
+      // loss = (c0 l0 + c1 l1) / (c0 + c1), gradient likewise (c: counts)
+    ```
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", /*default=*/"1", "Micro-batches a step">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The mesh the step is partitioned over (as dist-propagate's option); its dp "
+           "ranks each hold a piece of every micro-batch">,
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
+}
+
 def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
   let summary = "Append the optimizer step: a train-step program";
   let description = [{

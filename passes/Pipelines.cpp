@@ -64,6 +64,15 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   autodiff.recompute = options.recompute;
   autodiff.fusedGradients = options.fusedGradients;
   pm.addPass(createHPCAutodiff(autodiff));
+  if (options.microBatches != 1) {
+    // Before the optimizer, which then updates once from the accumulated
+    // gradients; with the mesh the step is partitioned over, so that each
+    // micro-batch stays spread over the dp ranks.
+    HPCMicroBatchesOptions micro;
+    micro.count = options.microBatches;
+    micro.mesh = options.mesh;
+    pm.addPass(createHPCMicroBatches(micro));
+  }
   HPCOptimizerOptions opt;
   opt.optimizer = options.optimizer;
   opt.lr = options.lr;

@@ -26,7 +26,7 @@ import os
 import sys
 import tempfile
 
-from mpibench import HPC_OPT, MPIRUN, add_gpt_args, gpt_with_tokens, run
+from mpibench import HPC_OPT, add_gpt_args, gpt_with_tokens, train_variants
 
 MODES = ("none", "full", "selective")
 
@@ -38,13 +38,6 @@ def summary(path):
     later = [r["step_ms"] for r in steps[1:]] or [r["step_ms"] for r in steps]
     return (next(r for r in rows if r.get("summary")), {r["step"]: r["loss"] for r in steps},
             sum(later) / len(later))
-
-
-def ranks_of(mesh):
-    n = 1
-    for axis in filter(None, mesh.split(",")):
-        n *= int(axis.split("=")[1])
-    return n
 
 
 def main():
@@ -63,19 +56,9 @@ def main():
         os.makedirs(d, exist_ok=True)
         model, summary_line = gpt_with_tokens(d, a)
         print(summary_line)
-        results = {}
-        for mode in MODES:
-            out = f"{d}/{mode}.bin"
-            mesh = [f"--mesh={a.mesh}"] if a.mesh else []
-            run([a.hpc_opt, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
-                 "--loss=cross-entropy:logits,labels", "--optimizer=adamw", *mesh,
-                 f"--recompute={mode}", "-o", out])
-            metrics = f"{d}/{mode}.jsonl"
-            launch = MPIRUN + ["-n", str(ranks_of(a.mesh))] if a.mesh else []
-            run(launch + [out, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
-                          f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics",
-                          metrics])
-            results[mode] = summary(metrics)
+        paths = train_variants(d, a, model, {m: [f"--recompute={m}"] for m in MODES},
+                               a.mesh, a.hpc_opt)
+        results = {mode: summary(path) for mode, path in paths.items()}
         base, base_losses, base_ms = results["none"]
         bounds = {"none": None, "full": a.full_bound, "selective": a.selective_bound}
         ok = True

@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 
-from mpibench import HPC_OPT, MPIRUN, add_gpt_args, gpt_with_tokens, run
+from mpibench import add_gpt_args, gpt_with_tokens, train_variants
 
 BOUNDS = {1: 0.65, 2: 0.50, 3: 0.35}
 
@@ -44,18 +44,10 @@ def main():
         os.makedirs(d, exist_ok=True)
         model, summary_line = gpt_with_tokens(d, a)
         print(summary_line)
-        results = {}
-        for stage in (0, 1, 2, 3):
-            out = f"{d}/zero{stage}.bin"
-            extra = [f"--zero={stage}"] if stage else []
-            run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
-                 "--loss=cross-entropy:logits,labels", "--optimizer=adamw",
-                 f"--mesh=dp={a.dp}", *extra, "-o", out])
-            metrics = f"{d}/zero{stage}.jsonl"
-            run(MPIRUN + ["-n", str(a.dp), out, "train", "--data",
-                          f"input_ids={d}/input_ids.npy", "--data", f"labels={d}/labels.npy",
-                          "--steps", str(a.steps), "--metrics", metrics])
-            results[stage] = summary(metrics)
+        paths = train_variants(
+            d, a, model, {f"zero{z}": [f"--zero={z}"] if z else [] for z in (0, 1, 2, 3)},
+            f"dp={a.dp}")
+        results = {z: summary(paths[f"zero{z}"]) for z in (0, 1, 2, 3)}
         base = results[0][0]["peak_bytes_per_rank"]
         ok = True
         print(f"AdamW, dp={a.dp}, {a.layers} layers d={a.embd} vocab {a.vocab}, batch "

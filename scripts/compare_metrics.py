@@ -2,14 +2,19 @@
 """Compares the per-step losses of two `train --metrics` files.
 
     compare_metrics.py A.jsonl B.jsonl [--rtol R] [--steps FIRST:LAST] [--bitwise]
-                       [--differ] [--final-below F]
+                       [--differ] [--final-below F] [--group K]
 
 Every step of A in the range must be in B with a loss within rtol relative
 (--bitwise: the same printed value, i.e. the same float). --differ also
 requires some step's losses to differ (a run in another precision that gives
 exactly the reference's losses did not run in it); --final-below F, that B's
 loss at the range's last step is below F times its loss at the first (B
-learns). Prints the worst step; exit 1 on any failure or a missing step.
+learns). --group K: each step s of B ran A's steps (s-1)K+1 .. sK as the
+micro-batches of one step (--micro-batches=K on K times A's batch); B's loss
+is compared with the mean of theirs, which is the same only where the
+updates leave the weights as they were (a vanishing learning rate): a check
+of what the micro-batches' forward passes compute and carry (train mode's
+running statistics). Prints the worst step; exit 1 on any failure or a missing step.
 """
 import argparse
 import sys
@@ -32,8 +37,17 @@ def main():
                     help="fail when every step's losses are equal")
     ap.add_argument("--final-below", type=float, default=0.0, metavar="F",
                     help="B's last loss must be below F times its first")
+    ap.add_argument("--group", type=int, default=1, metavar="K",
+                    help="B's step s against the mean loss of A's steps (s-1)K+1 .. sK")
     args = ap.parse_args()
     a, b = losses(args.a), losses(args.b)
+    if args.group < 1:
+        sys.exit("compare_metrics.py: --group must be at least 1")
+    if args.group > 1:
+        k = args.group
+        a = {s: sum(a[(s - 1) * k + j] for j in range(1, k + 1)) / k
+             for s in range(1, max(a, default=0) // k + 1)
+             if all((s - 1) * k + j in a for j in range(1, k + 1))}
     steps = sorted(a)
     if args.steps:
         first, last = (int(x) for x in args.steps.split(":"))

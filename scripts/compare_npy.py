@@ -3,7 +3,8 @@
 
     compare_npy.py A B [--atol X] [--rtol R] [--differ]
 
-A and B are .npy files or directories of them (a run's --output-dir): every
+A and B are .npy files or directories of them (a run's --output-dir), or
+.safetensors files (a run's --save; each tensor compared by name): every
 file of A must be in B with the same dtype and shape, and |a - b| <=
 atol + rtol * |a| elementwise (numpy's allclose, computed in float64; NaNs
 must be at the same places). --differ also requires that some output is
@@ -25,7 +26,20 @@ def files_of(path):
     return {os.path.basename(path)[:-4]: path}
 
 
+def tensors_of(path):
+    """name -> array of a .safetensors file, or name -> .npy path."""
+    if path.endswith(".safetensors"):
+        from check_train_ref import read_safetensors
+        try:
+            return read_safetensors(path)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"compare_npy.py: error: {path}: {e}")
+    return files_of(path)
+
+
 def load(path):
+    if isinstance(path, np.ndarray):
+        return path
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -64,9 +78,9 @@ def main():
     ap.add_argument("--differ", action="store_true",
                     help="fail when every output is bitwise equal")
     args = ap.parse_args()
-    a, b = files_of(args.a), files_of(args.b)
+    a, b = tensors_of(args.a), tensors_of(args.b)
     if not a:
-        sys.exit(f"compare_npy.py: error: {args.a}: no .npy files")
+        sys.exit(f"compare_npy.py: error: {args.a}: no .npy files or tensors")
     bad, equal = [], 0
     for name, path in a.items():
         if name not in b:

@@ -1,7 +1,7 @@
 """What the multi-rank benchmark scripts share: where hpc-opt is, the
 launcher, running a command (exit with its output when it fails), the
-ms/run a compiled program reports, and a GPT train-step model with token
-data."""
+ms/run a compiled program reports, a GPT train-step model with token
+data, and AdamW train steps of it compiled and trained in variants."""
 import os
 import re
 import subprocess
@@ -51,3 +51,31 @@ def gpt_with_tokens(d, a):
     np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
     np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
     return model, out.strip()
+
+
+def mesh_ranks(mesh):
+    """The ranks of a --mesh spec ("dp=2,tp=2": 4; "": 1)."""
+    n = 1
+    for axis in filter(None, mesh.split(",")):
+        n *= int(axis.split("=")[1].split(":")[0])
+    return n
+
+
+def train_variants(d, a, model, variants, mesh="", hpc_opt=HPC_OPT):
+    """Compiles gpt_with_tokens's model as an AdamW train step of a.batch x
+    a.seq tokens once per variant (name -> extra hpc-opt flags), over `mesh`
+    under mpirun where given, and trains each a.steps steps on its data;
+    returns name -> the metrics file."""
+    metrics = {}
+    for name, flags in variants.items():
+        out = f"{d}/{name}.bin"
+        run([hpc_opt, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
+             "--loss=cross-entropy:logits,labels", "--optimizer=adamw",
+             *([f"--mesh={mesh}"] if mesh else []), *flags, "-o", out])
+        metrics[name] = f"{d}/{name}.jsonl"
+        launch = MPIRUN + ["-n", str(mesh_ranks(mesh))] if mesh else []
+        run(launch + [out, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
+                      f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics",
+                      metrics[name]])
+    return metrics
+

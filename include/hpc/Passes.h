@@ -33,6 +33,10 @@ int64_t planZero(mlir::ModuleOp module);
 /// recomputation keeps each layer's input: hpc-autodiff's recompute=full).
 bool planRecompute(mlir::ModuleOp module);
 
+/// The micro-batches a step of that plan runs (its num_micro_batches; 1
+/// when the plan records none): hpc-micro-batches' count.
+int64_t planMicroBatches(mlir::ModuleOp module);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_H

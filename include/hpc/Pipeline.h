@@ -152,6 +152,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("none | full | selective: activations the backward reads are kept, "
                      "or recomputed from checkpoints (hpc-autodiff)"),
       llvm::cl::init("none")};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Run a step's batch (a data-parallel rank's rows) as this many "
+                     "micro-batches, one after the other, accumulating their gradients "
+                     "(hpc-micro-batches; the imported batch is one micro-batch's)"),
+      llvm::cl::init(1)};
   Option<bool> fusedGradients{
       *this, "fused-gradients",
       llvm::cl::desc("GELU's and layer normalization's input gradients as one op each; "

@@ -615,6 +615,12 @@ void hpcrt_ctx::parseTrain(const json &m) {
   t.batch = intField(j, "batch", "train");
   if (t.batch < 1)
     fail("manifest: train.batch " + std::to_string(t.batch) + " is not positive");
+  if (j.contains("micro_batches")) {
+    t.microBatches = intField(j, "micro_batches", "train");
+    if (t.microBatches < 1 || t.batch % t.microBatches)
+      fail("manifest: train.micro_batches " + std::to_string(t.microBatches) +
+           " does not divide the batch " + std::to_string(t.batch));
+  }
   // A named 0-d input or output of the given dtype.
   auto scalar = [&](const char *key, const std::vector<NamedTensor> &list, const char *kind,
                     int dtype, std::string &name) {

@@ -113,6 +113,7 @@ struct TrainInfo {
   std::string labels; ///< the labels input ("" for loss "output")
   int labelsInput = -1;
   int64_t batch = 0; ///< the global batch B
+  int64_t microBatches = 1; ///< micro-batches the program runs B in (gradients accumulated)
   std::string lrInputName, stepInputName, lossOutputName, gradNormOutputName;
   int lrInput = -1, stepInput = -1;        ///< input numbers
   int lossOutput = -1, gradNormOutput = -1; ///< output numbers (-1: none)

@@ -560,9 +560,13 @@ void printTrainInfo(const Context &ctx) {
     printf("state  %s: %s %s %s (init %s)\n", e.name.c_str(), dtypeName(x.dtype).c_str(),
            shapeString(x.shape).c_str(), e.role.c_str(), init.c_str());
   }
-  printf("train: loss %s%s, batch %lld\n", t.loss.c_str(),
+  printf("train: loss %s%s, batch %lld%s\n", t.loss.c_str(),
          t.labels.empty() ? "" : (" (labels '" + t.labels + "')").c_str(),
-         static_cast<long long>(t.batch));
+         static_cast<long long>(t.batch),
+         t.microBatches > 1 ? (" in " + std::to_string(t.microBatches) +
+                               " micro-batches of " + std::to_string(t.batch / t.microBatches))
+                                  .c_str()
+                            : "");
   printf("optimizer: %s %s\n", t.optimizer.c_str(), t.optimizerJson.c_str());
   LrSchedule s;
   s.kind = t.scheduleKind;

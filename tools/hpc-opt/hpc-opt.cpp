@@ -303,6 +303,15 @@ static llvm::cl::opt<bool> noFusedGradientsFlag(
                    "hpc.layer_norm_grad kernel each (for comparison)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
+static llvm::cl::opt<int64_t> microBatchesFlag(
+    "micro-batches",
+    llvm::cl::desc("With --train: run each step's batch (--input-shape's first dimension; "
+                   "with a dp mesh each rank's share of it) as this many micro-batches, "
+                   "one after the other, accumulating the gradients before one optimizer "
+                   "update: the same step as the whole batch at once with the activations "
+                   "of one micro-batch alive at a time (default 1)"),
+    llvm::cl::init(1), llvm::cl::cat(trainCategory));
+
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
   options.train = trainFlag;
@@ -325,6 +334,7 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.seed = seedFlag;
   options.recompute = recomputeFlag;
   options.fusedGradients = !noFusedGradientsFlag;
+  options.microBatches = microBatchesFlag;
 }
 
 /// The --precision of the command line (checked in main).
@@ -365,10 +375,30 @@ static int userError(const llvm::Twine &message) {
 }
 
 /// Reads the ONNX import options from the command line.
-static bool importOptions(hpc::ImportOptions &options, std::string &error) {
+static bool importOptions(hpc::ImportOptions &options, std::string &error,
+                          int64_t microBatches = microBatchesFlag) {
   for (const std::string &s : inputShapes)
     if (!hpc::parseInputShape(s, options, error))
       return false;
+  // A train step of M micro-batches imports the model for one of them;
+  // hpc-micro-batches gives the step the whole batch back.
+  if (microBatches > 1) {
+    if (options.inputShapes.empty()) {
+      error = "--micro-batches splits the batch that --input-shape sets: give the batch "
+              "inputs' shapes";
+      return false;
+    }
+    for (auto &[name, shape] : options.inputShapes) {
+      if (shape.empty() || shape[0] % microBatches != 0) {
+        error = "--micro-batches=" + std::to_string(microBatches) +
+                " does not divide the batch of input " + name + " (" +
+                (shape.empty() ? std::string("a scalar") : std::to_string(shape[0]) + " rows") +
+                ")";
+        return false;
+      }
+      shape[0] /= microBatches;
+    }
+  }
   options.shapesOnly = shapesOnly;
   options.bindInputsDir = bindInputs;
   if (trainFlag && !lossTensor().empty())
@@ -417,15 +447,37 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     return success();
   });
 
-  OwningOpRef<ModuleOp> module;
-  if (hpc::isONNXPath(inputFile)) {
+  // The micro-batches of a train step: --micro-batches, or the searched
+  // plan's. A search plans the whole batch, so the model is imported for
+  // one micro-batch once the count is known.
+  int64_t microBatches = trainFlag ? int64_t(microBatchesFlag) : 1;
+  bool searchFirst = !clusterSpec.empty();
+  int64_t batch = 0;
+  auto import = [&](int64_t micro) -> OwningOpRef<ModuleOp> {
     hpc::ImportOptions options;
     std::string error;
-    if (!importOptions(options, error))
+    if (!importOptions(options, error, micro)) {
+      userError(error);
+      return nullptr;
+    }
+    if (!options.inputShapes.empty() && !options.inputShapes.begin()->second.empty())
+      batch = options.inputShapes.begin()->second[0] * micro;
+    auto imported = hpc::importONNXFile(context, inputFile, options, error);
+    if (!imported)
+      userError(error);
+    return imported;
+  };
+  OwningOpRef<ModuleOp> module;
+  if (hpc::isONNXPath(inputFile)) {
+    // Checked first (micro-batches that do not divide the batch), then
+    // imported for the search's whole batch or for one micro-batch.
+    hpc::ImportOptions check;
+    std::string error;
+    if (!importOptions(check, error, microBatches))
       return userError(error);
-    module = hpc::importONNXFile(context, inputFile, options, error);
+    module = import(searchFirst ? 1 : microBatches);
     if (!module)
-      return userError(error);
+      return 1;
   } else {
     module = parseSourceFile<ModuleOp>(inputFile, &context);
     if (!module)
@@ -474,6 +526,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       so.recompute = "off";
     }
     matchTrainStep(so);
+    if (microBatches > 1)
+      so.microBatch = batch / microBatches; // the plan runs the step's micro-batches
     search.addPass(hpc::createDistSearch(so));
     if (failed(search.run(*module)))
       return 1;
@@ -492,8 +546,15 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       options.zero = hpc::planZero(*module);
       if (trainFlag && !recomputeFlag.getNumOccurrences() && hpc::planRecompute(*module))
         options.recompute = "full";
+      // The step runs the micro-batches whose activations the plan's
+      // memory counts (one in flight), accumulating their gradients.
+      if (trainFlag)
+        microBatches = hpc::planMicroBatches(*module);
     }
+    if (microBatches > 1 && !(module = import(microBatches)))
+      return 1;
   }
+  options.microBatches = microBatches;
   PassManager pm(&context);
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -536,6 +597,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
 static bool buildTrainStep(MLIRContext &context, ModuleOp module) {
   hpc::CompileOptions train;
   trainOptions(train);
+  train.mesh = meshSpec; // the dp ranks each micro-batch is spread over
   PassManager pm(&context);
   hpc::buildTrainPipeline(pm, train);
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
@@ -730,6 +792,15 @@ int main(int argc, char **argv) {
   if (recomputeFlag.getNumOccurrences() && !trainFlag)
     return userError("--recompute needs --train (it trades a train step's compute for "
                      "activation memory)");
+  if (microBatchesFlag < 1)
+    return userError("--micro-batches must be at least 1, not " +
+                     std::to_string(microBatchesFlag));
+  if (microBatchesFlag > 1 && !trainFlag)
+    return userError("--micro-batches needs --train (it accumulates a train step's "
+                     "gradients)");
+  if (microBatchesFlag > 1 && !clusterSpec.empty() && emit == "mlir")
+    return userError("--micro-batches with --cluster applies to a compiled step (-o FILE); "
+                     "a reported plan takes its micro-batch as --mesh=...,mbs=N");
   if (trainFlag && !hpc::isONNXPath(inputFile))
     return userError("--train applies to ONNX inputs; for MLIR use --hpc-append-loss, "
                      "--hpc-autodiff and --hpc-optimizer");

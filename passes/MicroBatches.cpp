@@ -1,0 +1,260 @@
+//===- MicroBatches.cpp - a step's batch in micro-batches, gradients summed ===//
+//
+// hpc-micro-batches runs between hpc-autodiff and hpc-optimizer, on @main
+// built for one micro-batch of b rows (loss and gradients returned). It
+// makes @main take M x b rows and run the forward and backward pass M
+// times, one micro-batch after the other, accumulating the gradients and
+// the loss as means over the micro-batches: the optimizer that follows
+// sees the gradients of the whole batch's mean loss, as gradient
+// accumulation in PyTorch does, while only one micro-batch's activations
+// are alive at a time (the memory plan frees each one's before the next
+// starts). The ops that do not read the batch (weights, their transposes,
+// constants) run once and are shared. A cross entropy weighs each
+// micro-batch by its count of labels (lossWeight); state the step assigns
+// is carried from one micro-batch to the next.
+//
+// With a `mesh` whose dp axis has G > 1 ranks (the mesh the step is then
+// partitioned over) micro-batch m takes rows [m b/G, (m+1) b/G) of each of the G
+// blocks of M b / G rows: the block a data-parallel rank holds, so each
+// micro-batch stays split over the ranks the way the whole batch is and
+// partitioning needs no exchange of rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DistSharding.h"
+#include "hpc/Passes.h"
+
+#include "HPC/HPCBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace hpc {
+#define GEN_PASS_DEF_HPCMICROBATCHES
+#include "passes/Passes.h.inc"
+} // namespace hpc
+
+using namespace mlir;
+using namespace hpc;
+
+namespace {
+
+struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (count < 1) {
+      module.emitError() << "hpc-micro-batches: count must be at least 1, not " << int64_t(count);
+      return signalPassFailure();
+    }
+    if (count == 1)
+      return;
+    groups = 1;
+    if (!mesh.empty()) {
+      std::string error;
+      FailureOr<dist::MeshAttr> parsed = dist::parseMesh(&getContext(), mesh, error);
+      if (failed(parsed)) {
+        module.emitError(error);
+        return signalPassFailure();
+      }
+      if (int64_t dp = parsed->axisIndex("dp"); dp >= 0)
+        groups = parsed->getSizes()[dp];
+    }
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func || func.getBody().empty()) {
+      module.emitError("hpc-micro-batches needs a func.func @main with a body");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (failed(checkResults(func)))
+      return signalPassFailure();
+
+    // The batch: every argument of rank >= 1, each b rows.
+    SmallVector<BlockArgument> batch;
+    int64_t rows = -1;
+    for (BlockArgument arg : body.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      if (rows >= 0 && type.getDimSize(0) != rows) {
+        func.emitError() << "hpc-micro-batches: the inputs disagree on the batch: "
+                         << rows << " and " << type.getDimSize(0)
+                         << " rows (input " << arg.getArgNumber() << ")";
+        return signalPassFailure();
+      }
+      rows = type.getDimSize(0);
+      batch.push_back(arg);
+    }
+    if (batch.empty()) {
+      func.emitError("hpc-micro-batches: @main has no batch input to split");
+      return signalPassFailure();
+    }
+    if (rows % groups != 0) {
+      func.emitError() << "hpc-micro-batches: a micro-batch of " << rows
+                       << " rows does not split over " << groups
+                       << " data-parallel ranks (the batch must be a multiple of "
+                       << count * groups << ")";
+      return signalPassFailure();
+    }
+
+    // The ops that read the batch, in order; dropout masks too, so that
+    // each micro-batch draws its own.
+    llvm::SetVector<Operation *> perBatch;
+    llvm::DenseSet<Value> batchValues(batch.begin(), batch.end());
+    // State a step assigns (running statistics) changes from one
+    // micro-batch to the next: what reads it runs per micro-batch too.
+    for (Operation &op : body.without_terminator())
+      if (auto assign = dyn_cast<AssignOp>(op))
+        batchValues.insert(assign.getTarget());
+    int64_t streams = 0;
+    for (Operation &op : body.without_terminator()) {
+      if (auto mask = dyn_cast<DropoutMaskOp>(op))
+        streams = std::max<int64_t>(streams, mask.getStream() + 1);
+      bool reads = isa<DropoutMaskOp>(op) ||
+                   llvm::any_of(op.getOperands(), [&](Value v) { return batchValues.count(v); });
+      if (!reads)
+        continue;
+      perBatch.insert(&op);
+      batchValues.insert(op.getResults().begin(), op.getResults().end());
+    }
+
+    // The arguments now hold the whole batch.
+    SmallVector<Type> inputs(func.getArgumentTypes());
+    for (BlockArgument arg : batch) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] *= count;
+      arg.setType(type.clone(shape));
+      inputs[arg.getArgNumber()] = arg.getType();
+    }
+    func.setType(FunctionType::get(&getContext(), inputs, func.getResultTypes()));
+
+    // M copies, one after the other before the return, each on its rows;
+    // the results' running sums right after each copy, weighted by the
+    // micro-batch's share of the loss (lossWeight).
+    Value weightOfOne = lossWeight(ret);
+    OpBuilder b(ret);
+    GraphBuilder g(b, func.getLoc());
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<Value> sums(results.size());
+    Value weights;
+    // State a micro-batch assigns (train mode's running statistics) is
+    // what the next one reads, as the micro-batches' forward passes update
+    // it one after the other in PyTorch; only the last one is written.
+    llvm::MapVector<Value, Value> carried;
+    for (int64_t m = 0; m < count; ++m) {
+      IRMapping map;
+      for (auto [state, value] : carried)
+        map.map(state, value);
+      for (BlockArgument arg : batch)
+        map.map(arg, microBatch(g, arg, rows, m));
+      for (Operation *op : perBatch) {
+        if (auto assign = dyn_cast<AssignOp>(op); assign && m + 1 < count) {
+          carried[assign.getTarget()] = map.lookupOrDefault(assign.getValue());
+          continue;
+        }
+        Operation *copy = b.clone(*op, map);
+        if (auto assign = dyn_cast<AssignOp>(copy))
+          assign->setOperand(0, cast<AssignOp>(op).getTarget()); // the state itself
+        if (auto mask = dyn_cast<DropoutMaskOp>(copy))
+          mask.setStream(mask.getStream() + m * streams);
+      }
+      Value w = weightOfOne ? map.lookupOrNull(weightOfOne) : Value();
+      if (w)
+        weights = m == 0 ? w : g.add(weights, w);
+      for (auto [i, r] : llvm::enumerate(results)) {
+        Value v = map.lookupOrDefault(r);
+        if (w)
+          v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
+        sums[i] = m == 0 ? v : g.add(sums[i], v);
+      }
+    }
+    for (auto [i, r] : llvm::enumerate(results)) {
+      if (!batchValues.count(r))
+        continue;
+      Value mean = weights ? g.div(sums[i], g.castTo(weights, cast<RankedTensorType>(
+                                                                  r.getType()).getElementType()))
+                           : g.scale(sums[i], 1.0 / double(count));
+      ret.setOperand(i, mean);
+    }
+    if (!g.ok())
+      return signalPassFailure();
+    for (Operation *op : llvm::reverse(perBatch))
+      op->erase();
+    // For hpc-optimizer's train info (the runtime's `info` shows it).
+    module->setAttr("hpc.micro_batches", b.getI64IntegerAttr(count));
+  }
+
+  /// Rows [m b, (m+1) b) of `arg`, or with G groups rows [m b/G, (m+1) b/G)
+  /// of each of its G blocks.
+  Value microBatch(GraphBuilder &g, Value arg, int64_t rows, int64_t m) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    ArrayRef<int64_t> rest = type.getShape().drop_front();
+    int64_t G = groups, per = rows / G;
+    // [G, M, b/G, rest...], the m-th of dimension 1, back to [b, rest...].
+    SmallVector<int64_t> blocks{G, int64_t(count), per};
+    llvm::append_range(blocks, rest);
+    Value v = g.reshape(arg, blocks);
+    SmallVector<int64_t> starts(blocks.size(), 0), ends(blocks), steps(blocks.size(), 1);
+    starts[1] = m;
+    ends[1] = m + 1;
+    SmallVector<int64_t> sliced(blocks);
+    sliced[1] = 1;
+    OpBuilder &b = g.builder();
+    v = SliceOp::create(b, arg.getLoc(), type.clone(sliced), v, b.getDenseI64ArrayAttr(starts),
+                        b.getDenseI64ArrayAttr(ends), b.getDenseI64ArrayAttr(steps));
+    SmallVector<int64_t> shape{rows};
+    llvm::append_range(shape, rest);
+    return g.reshape(v, shape);
+  }
+
+  /// The dp ranks of `mesh`: blocks of the batch that each hold a piece of
+  /// every micro-batch.
+  int64_t groups = 1;
+
+  /// The weight of a micro-batch in the step's loss: a cross entropy
+  /// (hpc-append-loss's -(sum of picked log-probabilities) / (labels not
+  /// ignored)) is the mean over the labels it counts, so micro-batch m
+  /// weighs its count c_m and the step's loss and gradients are
+  /// sum_m c_m x_m / sum_m c_m, the whole batch's mean even where ignored
+  /// labels (-100) leave the micro-batches unequal counts. Null for a loss
+  /// without a count (a mean squared error, an output): equal weights.
+  static Value lossWeight(func::ReturnOp ret) {
+    auto func = ret->getParentOfType<func::FuncOp>();
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "hpc.name");
+      if (!name || name.getValue() != "loss")
+        continue;
+      Operation *def = ret.getOperand(i).getDefiningOp();
+      if (isa_and_nonnull<NegOp>(def))
+        def = def->getOperand(0).getDefiningOp();
+      auto div = dyn_cast_or_null<DivOp>(def);
+      if (!div)
+        return {};
+      Value countOfLabels = div->getOperand(1);
+      auto type = cast<RankedTensorType>(countOfLabels.getType());
+      return type.getRank() == 0 && isa_and_nonnull<ReduceSumOp>(countOfLabels.getDefiningOp())
+                 ? countOfLabels
+                 : Value();
+    }
+    return {};
+  }
+
+  /// The results must be means over the batch that can be averaged: a 0-d
+  /// float loss and gradients (hpc-autodiff's results).
+  LogicalResult checkResults(func::FuncOp func) {
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[i]);
+      if (!type || !isa<FloatType>(type.getElementType()))
+        return func.emitError() << "hpc-micro-batches: result " << i
+                                << " is not a float tensor (run it after hpc-autodiff)";
+    }
+    return success();
+  }
+};
+
+} // namespace
