@@ -133,13 +133,23 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     }
     func.setType(FunctionType::get(&getContext(), inputs, func.getResultTypes()));
 
-    // M copies, one after the other before the return, each on its rows;
-    // the results' running sums right after each copy, weighted by the
-    // micro-batch's share of the loss (lossWeight).
+    // M copies, one after the other before the return, each on its rows.
+    // Each result joins its running sum, weighted by the micro-batch's
+    // share of the loss (lossWeight), right where the copy makes it: a
+    // micro-batch's gradient dies as soon as it is added (no second set of
+    // gradients alive at the end of a copy), and in the last micro-batch
+    // each gradient's reduction can start while the backward goes on (the
+    // overlap of dist-async-collectives, as in DDP).
     Value weightOfOne = lossWeight(ret);
+    if (weightOfOne && !batchValues.count(weightOfOne))
+      weightOfOne = {}; // a count that does not depend on the batch: equal weights
     OpBuilder b(ret);
     GraphBuilder g(b, func.getLoc());
     SmallVector<Value> results(ret.getOperands());
+    llvm::DenseMap<Value, SmallVector<unsigned>> resultIndices;
+    for (auto [i, r] : llvm::enumerate(results))
+      if (batchValues.count(r))
+        resultIndices[r].push_back(i);
     SmallVector<Value> sums(results.size());
     Value weights;
     // State a micro-batch assigns (train mode's running statistics) is
@@ -152,6 +162,22 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
         map.map(state, value);
       for (BlockArgument arg : batch)
         map.map(arg, microBatch(g, arg, rows, m));
+      // Results made before this micro-batch's weight is known wait for it.
+      SmallVector<unsigned> waiting;
+      Value w;
+      auto accumulate = [&](unsigned i) {
+        Value v = map.lookup(results[i]);
+        if (weightOfOne)
+          v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
+        sums[i] = m == 0 ? v : g.add(sums[i], v);
+        if (m + 1 < count)
+          return;
+        // The mean, right after the last term: where the result's
+        // reduction may start.
+        auto type = cast<RankedTensorType>(results[i].getType());
+        ret.setOperand(i, weights ? g.div(sums[i], g.castTo(weights, type.getElementType()))
+                                  : g.scale(sums[i], 1.0 / double(count)));
+      };
       for (Operation *op : perBatch) {
         if (auto assign = dyn_cast<AssignOp>(op); assign && m + 1 < count) {
           carried[assign.getTarget()] = map.lookupOrDefault(assign.getValue());
@@ -162,24 +188,29 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
           assign->setOperand(0, cast<AssignOp>(op).getTarget()); // the state itself
         if (auto mask = dyn_cast<DropoutMaskOp>(copy))
           mask.setStream(mask.getStream() + m * streams);
+        if (weightOfOne && !w && (w = map.lookupOrNull(weightOfOne))) {
+          weights = m == 0 ? w : g.add(weights, w);
+          for (unsigned i : waiting)
+            accumulate(i);
+          waiting.clear();
+        }
+        for (Value r : op->getResults()) {
+          auto it = resultIndices.find(r);
+          if (it == resultIndices.end())
+            continue;
+          for (unsigned i : it->second) {
+            if (weightOfOne && !w)
+              waiting.push_back(i);
+            else
+              accumulate(i);
+          }
+        }
       }
-      Value w = weightOfOne ? map.lookupOrNull(weightOfOne) : Value();
-      if (w)
-        weights = m == 0 ? w : g.add(weights, w);
-      for (auto [i, r] : llvm::enumerate(results)) {
-        Value v = map.lookupOrDefault(r);
-        if (w)
-          v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
-        sums[i] = m == 0 ? v : g.add(sums[i], v);
+      if (!waiting.empty()) {
+        func.emitError("hpc-micro-batches: the loss's count of labels is not computed "
+                       "in the micro-batch");
+        return signalPassFailure();
       }
-    }
-    for (auto [i, r] : llvm::enumerate(results)) {
-      if (!batchValues.count(r))
-        continue;
-      Value mean = weights ? g.div(sums[i], g.castTo(weights, cast<RankedTensorType>(
-                                                                  r.getType()).getElementType()))
-                           : g.scale(sums[i], 1.0 / double(count));
-      ret.setOperand(i, mean);
     }
     if (!g.ok())
       return signalPassFailure();

@@ -29,6 +29,7 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xf32> {hp
 }
 
 // The step takes 2 x 4 rows; what reads only the weights runs once.
+// CE: module attributes {hpc.micro_batches = 2 : i64}
 // CE: func.func @main(%arg0: tensor<8x3xf32> {hpc.name = "x"}, %arg1: tensor<8xf32> {hpc.name = "labels"})
 // CE: %[[W:.+]] = hpc.variable "w"
 // CE: %[[RS:.+]] = hpc.variable "rs"
@@ -39,30 +40,31 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xf32> {hp
 // CE: %[[X0S:.+]] = hpc.slice %[[X0B]] {ends = array<i64: 1, 1, 4, 3>, starts = array<i64: 0, 0, 0, 0>
 // CE: %[[X0:.+]] = hpc.reshape %[[X0S]] {shape = array<i64: 4, 3>}
 // CE: %[[C0:.+]] = hpc.reduce_sum %{{.+}} {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+// Each result joins its sum where it is made, weighted by its micro-batch's
+// count of labels.
 // CE: %[[L0:.+]] = hpc.neg
+// CE-NEXT: %[[WL0:.+]] = hpc.mul %[[L0]], %[[C0]]
 // CE: %[[BM0:.+]] = hpc.reduce_sum %[[X0]] {axes = array<i64: 0>
 // The running statistic after micro-batch 0 is not written, but read by 1.
 // CE: %[[RS0:.+]] = hpc.add %[[RS]], %[[BM0]]
 // CE-NOT: hpc.assign
 // CE: %[[G0:.+]] = hpc.mul %[[BM0]], %[[E]]
-// Each result weighted by its micro-batch's count of labels.
-// CE: %[[WL0:.+]] = hpc.mul %[[L0]], %[[C0]]
-// CE: %[[WG0:.+]] = hpc.mul %[[G0]], %[[C0]]
-// Micro-batch 1: rows 4-7.
+// CE-NEXT: %[[WG0:.+]] = hpc.mul %[[G0]], %[[C0]]
+// Micro-batch 1: rows 4-7; the means right after their last terms.
 // CE: hpc.slice %{{.+}} {ends = array<i64: 1, 2, 4, 3>, starts = array<i64: 0, 1, 0, 0>
 // CE: %[[C1:.+]] = hpc.reduce_sum %{{.+}} {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+// CE-NEXT: %[[C:.+]] = hpc.add %[[C0]], %[[C1]]
 // CE: %[[L1:.+]] = hpc.neg
+// CE-NEXT: %[[WL1:.+]] = hpc.mul %[[L1]], %[[C1]]
+// CE-NEXT: %[[SL:.+]] = hpc.add %[[WL0]], %[[WL1]]
+// CE-NEXT: %[[LOSS:.+]] = hpc.div %[[SL]], %[[C]]
 // CE: %[[BM1:.+]] = hpc.reduce_sum
 // CE: %[[RS1:.+]] = hpc.add %[[RS0]], %[[BM1]]
 // CE: hpc.assign %[[RS]], %[[RS1]]
 // CE: %[[G1:.+]] = hpc.mul %[[BM1]], %[[E]]
-// CE: %[[C:.+]] = hpc.add %[[C0]], %[[C1]]
-// CE: %[[WL1:.+]] = hpc.mul %[[L1]], %[[C1]]
-// CE: %[[SL:.+]] = hpc.add %[[WL0]], %[[WL1]]
-// CE: %[[WG1:.+]] = hpc.mul %[[G1]], %[[C1]]
-// CE: %[[SG:.+]] = hpc.add %[[WG0]], %[[WG1]]
-// CE: %[[LOSS:.+]] = hpc.div %[[SL]], %[[C]]
-// CE: %[[GRAD:.+]] = hpc.div %[[SG]], %[[C]]
+// CE-NEXT: %[[WG1:.+]] = hpc.mul %[[G1]], %[[C1]]
+// CE-NEXT: %[[SG:.+]] = hpc.add %[[WG0]], %[[WG1]]
+// CE-NEXT: %[[GRAD:.+]] = hpc.div %[[SG]], %[[C]]
 // CE: return %[[LOSS]], %[[GRAD]]
 // CE-NOT: hpc.assign
 
