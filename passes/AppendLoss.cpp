@@ -73,6 +73,23 @@ Value crossEntropy(GraphBuilder &g, Value logits, Value labels) {
   return g.neg(g.div(total, count));
 }
 
+} // namespace
+
+// Recognizes what crossEntropy builds: keep the two together.
+Value hpc::crossEntropyCount(Value loss) {
+  Operation *def = loss.getDefiningOp();
+  if (!isa_and_nonnull<NegOp>(def))
+    return {};
+  auto div = def->getOperand(0).getDefiningOp<DivOp>();
+  Value count = div ? div->getOperand(1) : Value();
+  if (!count || !count.getDefiningOp<ReduceSumOp>() ||
+      cast<RankedTensorType>(count.getType()).getRank() != 0)
+    return {};
+  return count;
+}
+
+namespace {
+
 Value meanSquaredError(GraphBuilder &g, Value out, Value target) {
   Value d = g.sub(out, target);
   SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, shapeOf(out).size()));

@@ -482,15 +482,12 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // reduced apart.
     if (isa<hpc::MulOp, hpc::DivOp>(op)) {
       Value result = op->getResult(0);
-      auto wholeScalar = [&](Value v) {
-        const Sharding *s = incoming(v);
-        return cast<RankedTensorType>(v.getType()).getRank() == 0 && (!s || s->dims.empty());
-      };
       for (unsigned i = 0; i < 2; ++i) {
         Value partial = op->getOperand(i), scalar = op->getOperand(1 - i);
         const Sharding *p = incoming(partial);
         if (!p || p->partial.empty() || !keepsPartial(partial) || p->dims.empty() ||
-            partial.getType() != result.getType() || !wholeScalar(scalar) ||
+            partial.getType() != result.getType() ||
+            cast<RankedTensorType>(scalar.getType()).getRank() != 0 ||
             (isa<hpc::DivOp>(op) && i == 1))
           continue;
         Sharding out = *p; // copied first: the insertion may move `*p`

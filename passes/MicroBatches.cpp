@@ -52,7 +52,7 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     }
     if (count == 1)
       return;
-    groups = 1;
+    int64_t groups = 1; // the dp ranks: blocks that each hold a piece of every micro-batch
     if (!mesh.empty()) {
       std::string error;
       FailureOr<dist::MeshAttr> parsed = dist::parseMesh(&getContext(), mesh, error);
@@ -161,7 +161,7 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
       for (auto [state, value] : carried)
         map.map(state, value);
       for (BlockArgument arg : batch)
-        map.map(arg, microBatch(g, arg, rows, m));
+        map.map(arg, microBatch(g, arg, rows, groups, m));
       // Results made before this micro-batch's weight is known wait for it.
       SmallVector<unsigned> waiting;
       Value w;
@@ -222,10 +222,10 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
 
   /// Rows [m b, (m+1) b) of `arg`, or with G groups rows [m b/G, (m+1) b/G)
   /// of each of its G blocks.
-  Value microBatch(GraphBuilder &g, Value arg, int64_t rows, int64_t m) {
+  Value microBatch(GraphBuilder &g, Value arg, int64_t rows, int64_t G, int64_t m) {
     auto type = cast<RankedTensorType>(arg.getType());
     ArrayRef<int64_t> rest = type.getShape().drop_front();
-    int64_t G = groups, per = rows / G;
+    int64_t per = rows / G;
     // [G, M, b/G, rest...], the m-th of dimension 1, back to [b, rest...].
     SmallVector<int64_t> blocks{G, int64_t(count), per};
     llvm::append_range(blocks, rest);
@@ -243,35 +243,18 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     return g.reshape(v, shape);
   }
 
-  /// The dp ranks of `mesh`: blocks of the batch that each hold a piece of
-  /// every micro-batch.
-  int64_t groups = 1;
-
-  /// The weight of a micro-batch in the step's loss: a cross entropy
-  /// (hpc-append-loss's -(sum of picked log-probabilities) / (labels not
-  /// ignored)) is the mean over the labels it counts, so micro-batch m
+  /// The weight of a micro-batch in the step's loss: a cross entropy is
+  /// the mean over the labels it counts (not -100), so micro-batch m
   /// weighs its count c_m and the step's loss and gradients are
   /// sum_m c_m x_m / sum_m c_m, the whole batch's mean even where ignored
-  /// labels (-100) leave the micro-batches unequal counts. Null for a loss
+  /// labels leave the micro-batches unequal counts. Null for a loss
   /// without a count (a mean squared error, an output): equal weights.
   static Value lossWeight(func::ReturnOp ret) {
     auto func = ret->getParentOfType<func::FuncOp>();
-    for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "hpc.name");
-      if (!name || name.getValue() != "loss")
-        continue;
-      Operation *def = ret.getOperand(i).getDefiningOp();
-      if (isa_and_nonnull<NegOp>(def))
-        def = def->getOperand(0).getDefiningOp();
-      auto div = dyn_cast_or_null<DivOp>(def);
-      if (!div)
-        return {};
-      Value countOfLabels = div->getOperand(1);
-      auto type = cast<RankedTensorType>(countOfLabels.getType());
-      return type.getRank() == 0 && isa_and_nonnull<ReduceSumOp>(countOfLabels.getDefiningOp())
-                 ? countOfLabels
-                 : Value();
-    }
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, "hpc.name");
+          name && name.getValue() == "loss")
+        return crossEntropyCount(ret.getOperand(i));
     return {};
   }
 

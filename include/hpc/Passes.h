@@ -33,6 +33,11 @@ int64_t planZero(mlir::ModuleOp module);
 /// recomputation keeps each layer's input: hpc-autodiff's recompute=full).
 bool planRecompute(mlir::ModuleOp module);
 
+/// The count of labels that `loss`, a cross entropy hpc-append-loss built
+/// (-(sum of the picked log-probabilities) / count), divides by: a 0-d
+/// value; null for any other loss (a mean squared error, an output).
+mlir::Value crossEntropyCount(mlir::Value loss);
+
 /// The micro-batches a step of that plan runs (its num_micro_batches; 1
 /// when the plan records none): hpc-micro-batches' count.
 int64_t planMicroBatches(mlir::ModuleOp module);

@@ -469,11 +469,11 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   };
   OwningOpRef<ModuleOp> module;
   if (hpc::isONNXPath(inputFile)) {
-    // Checked first (micro-batches that do not divide the batch), then
-    // imported for the search's whole batch or for one micro-batch.
+    // Before a search of the whole batch, micro-batches that do not divide
+    // it are refused at once, not after the search.
     hpc::ImportOptions check;
     std::string error;
-    if (!importOptions(check, error, microBatches))
+    if (searchFirst && microBatches > 1 && !importOptions(check, error, microBatches))
       return userError(error);
     module = import(searchFirst ? 1 : microBatches);
     if (!module)
