@@ -257,8 +257,20 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
       if (!iface)
         continue;
       SmallVector<Value> operandGrads;
+      // A pipeline stage's gradient ops run on its stage (dist-pipeline).
+      Attribute stage = op->getAttr(kStageAttr);
+      auto tagSince = [&](Operation *last) {
+        if (stage)
+          for (Operation *made = last->getNextNode(); made != ret.getOperation();
+               made = made->getNextNode()) {
+            made->setAttr(kStageAttr, stage);
+            made->setAttr(kBackwardAttr, b.getUnitAttr());
+          }
+      };
+      Operation *last = ret->getPrevNode();
       if (failed(iface.buildGradients(b, resultGrads, operandGrads)))
         return failure();
+      tagSince(last);
       for (auto [v, d] : llvm::zip(op->getOperands(), operandGrads)) {
         if (!d || !active.contains(v))
           continue;
@@ -266,7 +278,9 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
           return op->emitOpError("gradient type ")
                  << d.getType() << " does not match operand type " << v.getType()
                  << " (a compiler bug)";
+        last = ret->getPrevNode();
         accumulate(v, d);
+        tagSince(last);
       }
     }
     for (auto &[v, name] : trainable) {

@@ -25,6 +25,16 @@ namespace hpc {
 
 using namespace mlir;
 
+std::string hpc::locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto n = locationName(l); !n.empty())
+        return n;
+  return "";
+}
+
 namespace {
 
 /// Attributes that may be absent (encoded with a presence flag).
@@ -198,16 +208,6 @@ SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
   return ids;
 }
 
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto n = locationName(l); !n.empty())
-        return n;
-  return "";
-}
-
 /// A dictionary of plain attributes (strings, numbers, booleans, nested
 /// dictionaries) as JSON.
 llvm::json::Value attributeJson(Attribute a) {
@@ -254,6 +254,13 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     for (const char *level : {"bytes_within_nodes", "bytes_across_nodes"})
       if (auto bytes = module->getAttrOfType<IntegerAttr>(std::string("dist.") + level))
         m[level] = bytes.getInt();
+  }
+  // A pipeline stage's program: which stage, of how many, in which schedule.
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("hpc.pipeline")) {
+    llvm::json::Value info = attributeJson(pipeline);
+    if (auto stage = module->getAttrOfType<IntegerAttr>(hpc::kStageAttr))
+      (*info.getAsObject())["stage"] = stage.getInt();
+    m["pipeline"] = std::move(info);
   }
   m["model"] = model;
   // Where the source model was (`train --save-onnx` rewrites it).
@@ -334,9 +341,19 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     m["train"] = std::move(info);
   }
   Array ops;
-  for (Operation *op : plan.kernels)
-    ops.push_back(Object{{"name", op->getName().getStringRef()},
-                         {"loc", locationName(op->getLoc())}});
+  std::string block; // the block of the ops before (a rewrite may drop the tag)
+  for (Operation *op : plan.kernels) {
+    Object entry{{"name", op->getName().getStringRef()},
+                 {"loc", hpc::locationName(op->getLoc())}};
+    // A pipeline stage's blocks and its waits on a neighbour (dist-pipeline).
+    if (auto tag = op->getAttrOfType<StringAttr>("hpc.block"))
+      block = tag.getValue().str();
+    if (!block.empty())
+      entry["block"] = block;
+    if (op->hasAttr("hpc.recv"))
+      entry["recv"] = true;
+    ops.push_back(std::move(entry));
+  }
   m["ops"] = std::move(ops);
   std::string out;
   llvm::raw_string_ostream(out) << llvm::json::Value(std::move(m));
@@ -356,19 +373,28 @@ struct LowerToRuntime : hpc::impl::HPCLowerToRuntimeBase<LowerToRuntime> {
     auto plan = hpc::planProgram(func);
     if (failed(plan))
       return signalPassFailure();
-    if (!weightsFile.empty()) {
+    // A pipeline stage's program has its own weights file: PATH.stageK.safetensors.
+    auto perStage = [&](std::string path) {
+      auto stage = module->getAttrOfType<IntegerAttr>(hpc::kStageAttr);
+      if (!stage || path.empty())
+        return path;
+      StringRef ext = llvm::sys::path::extension(path);
+      return path.substr(0, path.size() - ext.size()) + ".stage" +
+             std::to_string(stage.getInt()) + ext.str();
+    };
+    std::string file = perStage(weightsFile);
+    if (!file.empty()) {
       std::string error;
-      if (failed(hpc::writeWeightsFile(*plan, weightsFile, error))) {
+      if (failed(hpc::writeWeightsFile(*plan, file, error))) {
         module.emitError(error);
         return signalPassFailure();
       }
     }
-    std::string name = weightsName.empty()
-                           ? llvm::sys::path::filename(weightsFile.empty()
-                                                           ? "weights.safetensors"
-                                                           : weightsFile.getValue())
-                                 .str()
-                           : weightsName.getValue();
+    std::string name =
+        weightsName.empty()
+            ? llvm::sys::path::filename(file.empty() ? "weights.safetensors" : StringRef(file))
+                  .str()
+            : perStage(weightsName);
     if (failed(emit(module, *plan, name)))
       return signalPassFailure();
     func.erase();

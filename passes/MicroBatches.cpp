@@ -184,6 +184,8 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
           continue;
         }
         Operation *copy = b.clone(*op, map);
+        if (copy->hasAttr(kStageAttr))
+          copy->setAttr(kMicroBatchAttr, b.getI64IntegerAttr(m));
         if (auto assign = dyn_cast<AssignOp>(copy))
           assign->setOperand(0, cast<AssignOp>(op).getTarget()); // the state itself
         if (auto mask = dyn_cast<DropoutMaskOp>(copy))

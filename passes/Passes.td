@@ -778,6 +778,73 @@ def DistCompress : Pass<"dist-compress", "mlir::ModuleOp"> {
   let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
 }
 
+def DistPipelineStages : Pass<"dist-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Assign a train step's forward ops to pipeline stages";
+  let description = [{
+    Runs on the forward program with its loss appended (after
+    hpc-append-loss, before hpc-autodiff). Each op on a path from a
+    floating-point weight to the loss gets `hpc.stage` = its pipeline stage
+    (0 .. stages-1): the largest stage of its operands, one more after each
+    boundary op. Ops that no weight reaches (masks, positions, the count of
+    labels) get none: every stage that reads them computes them itself.
+    hpc-autodiff gives each op's gradient ops the op's stage, and
+    hpc-micro-batches tags each copy with its `hpc.micro_batch`; dist-pipeline
+    then splits the step.
+
+    `boundaries` names the last node of every stage but the last (ONNX node
+    names: the ops' locations); without them the stages are balanced by the
+    ops' estimated cost (FLOPs plus elements moved), cut only where a single
+    activation crosses. More stages than such places, a name that is no
+    node, or boundaries out of order are errors.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "Pipeline stages (virtual stages: pp x chunks)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Model chunks a pp rank holds (interleaved:V), for messages">,
+    ListOption<"boundaries", "boundaries", "std::string",
+               "The node that ends each stage but the last">
+  ];
+}
+
+def DistPipeline : Pass<"dist-pipeline", "mlir::ModuleOp"> {
+  let summary = "Split a train step into pipeline stages, scheduled, with send/recv";
+  let description = [{
+    Runs on the whole train step (after hpc-optimizer) whose ops
+    dist-pipeline-stages, hpc-autodiff and hpc-micro-batches tagged. The
+    module's @main becomes one nested module per stage, `module @stageK`
+    with `hpc.stage = K`, the step's attributes and `dist.mesh` = the pp
+    axis: its @main takes every input and returns every result of the step
+    and runs that stage's ops in the order of `schedule`:
+
+    - gpipe: every micro-batch's forward, then every backward;
+    - 1f1b: stages-1-K forwards, then one forward and one backward in turn,
+      then the remaining backwards (Megatron-LM's PipeDream-flush);
+    - interleaved:V: each rank holds V model chunks (virtual stage v on rank
+      v % stages; dist-pipeline-stages then made stages x V of them) and
+      runs Megatron-LM's interleaved 1F1B over them;
+    - zb-h1: 1F1B with each backward split into the part that makes the
+      input gradient another rank waits for (B) and the weight gradients
+      (W), rank K's W's each delayed by K B's (Qi et al.'s ZB-H1);
+
+    each in micro-batch order, so the gradients accumulate in the single
+    rank's order. Ops without a stage (the optimizer's, the micro-batches'
+    sums) run on the stage of their largest operand; what no weight reaches
+    runs on every stage that reads it; an update of a weight that several
+    stages read (tied embeddings) runs on each of them. A value one stage
+    makes and another reads is sent by `dist.send_start` right after it is
+    made and received by `dist.recv_start` posted as early as the order of
+    the peer's sends allows, waited right before its first use; results are
+    sent to every stage, so each returns the step's loss.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved:V or zb-h1">
+  ];
+  let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
+}
+
 def DistZero : Pass<"dist-zero", "mlir::ModuleOp"> {
   let summary = "ZeRO: shard a train step's optimizer state (and gradients) over dp";
   let description = [{

@@ -2,6 +2,7 @@
 
 #include "hpc/Pipeline.h"
 #include "hpc/Passes.h"
+#include "hpc/PipelineSchedule.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -17,8 +18,25 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
   }
-  if (!options.mesh.empty())
-    buildPartitionPipeline(pm, options);
+  // A pipelined step is one nested module per stage (dist-pipeline): the
+  // rest compiles each of them.
+  PipelineMesh pipeline = splitPipelineAxis(options.mesh);
+  mlir::OpPassManager &stage = pipeline.stages > 1 ? pm.nest<mlir::ModuleOp>() : pm;
+  buildStagePipeline(stage, options, pipeline.stages > 1 ? pipeline.rest : options.mesh.getValue());
+}
+
+void hpc::buildStagePipeline(mlir::OpPassManager &pm, const CompileOptions &options,
+                             llvm::StringRef mesh) {
+  if (!mesh.empty()) {
+    if (mesh == options.mesh.getValue()) {
+      buildPartitionPipeline(pm, options);
+    } else {
+      CompileOptions within;
+      within.copyOptionValuesFrom(options);
+      within.mesh = mesh.str();
+      buildPartitionPipeline(pm, within);
+    }
+  }
   // After the train step, whose backward products are cast too, and after
   // partitioning: the partitioner then unfuses QKV projections as in fp32 and
   // reduces partial sums (gradients among them) in f32, as PyTorch does.
@@ -58,6 +76,19 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
     mode.seed = options.seed;
     pm.addPass(createHPCTrainMode(mode));
   }
+  if (PipelineMesh pipeline = splitPipelineAxis(options.mesh); pipeline.stages > 1) {
+    // On the forward program with its loss: hpc-autodiff puts each op's
+    // gradient ops on its stage.
+    DistPipelineStagesOptions stages;
+    PipelineSchedule schedule;
+    std::string error;
+    // A bad schedule goes on with one chunk; dist-pipeline refuses it.
+    if (parsePipelineSchedule(options.pipelineSchedule, schedule, error))
+      stages.chunks = schedule.chunks;
+    stages.stages = pipeline.stages * stages.chunks;
+    stages.boundaries = llvm::to_vector(options.stageBoundaries);
+    pm.addPass(createDistPipelineStages(stages));
+  }
   HPCAutodiffOptions autodiff;
   autodiff.freeze = llvm::to_vector(options.freeze);
   autodiff.printTrainable = options.printTrainable;
@@ -73,6 +104,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
     micro.mesh = options.mesh;
     pm.addPass(createHPCMicroBatches(micro));
   }
+  PipelineMesh pipeline = splitPipelineAxis(options.mesh);
   HPCOptimizerOptions opt;
   opt.optimizer = options.optimizer;
   opt.lr = options.lr;
@@ -87,6 +119,12 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   opt.lrSchedule = options.lrSchedule;
   opt.keepGradients = options.keepGradients;
   pm.addPass(createHPCOptimizer(opt));
+  if (pipeline.stages > 1) {
+    DistPipelineOptions split;
+    split.stages = pipeline.stages;
+    split.schedule = options.pipelineSchedule;
+    pm.addPass(createDistPipeline(split));
+  }
 }
 
 void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,

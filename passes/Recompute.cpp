@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "hpc/Recompute.h"
+#include "hpc/Passes.h"
 
 #include "HPC/HPCOps.h"
 
@@ -248,6 +249,9 @@ void hpc::recomputeActivations(Block &body, ArrayRef<Operation *> forward,
     llvm::DenseSet<Operation *> copies;
     for (Operation *op : ops) {
       Operation *copy = b.clone(*op, map);
+      // On a pipeline stage it is part of the backward (dist-pipeline).
+      if (copy->hasAttr(kStageAttr))
+        copy->setAttr(kBackwardAttr, b.getUnitAttr());
       copy->setAttr("hpc.recomputed", b.getUnitAttr());
       copies.insert(copy);
     }

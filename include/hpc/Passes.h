@@ -42,6 +42,25 @@ mlir::Value crossEntropyCount(mlir::Value loss);
 /// when the plan records none): hpc-micro-batches' count.
 int64_t planMicroBatches(mlir::ModuleOp module);
 
+/// Pipeline tags: an op's stage (dist-pipeline-stages on the forward ops,
+/// hpc-autodiff on their gradient ops), whether it is a gradient op
+/// (hpc-autodiff), and which micro-batch's copy it is (hpc-micro-batches).
+/// dist-pipeline reads them; a step without pipeline stages has none.
+constexpr llvm::StringLiteral kStageAttr = "hpc.stage";
+constexpr llvm::StringLiteral kBackwardAttr = "hpc.backward";
+constexpr llvm::StringLiteral kMicroBatchAttr = "hpc.micro_batch";
+
+/// A --mesh with a pp axis: its size (1 without one) and the mesh of the
+/// other axes ("dp=2,pp=2,tp=2" -> 2, "dp=2,tp=2").
+struct PipelineMesh {
+  int64_t stages = 1;
+  std::string rest;
+};
+PipelineMesh splitPipelineAxis(llvm::StringRef mesh);
+
+/// The ONNX node name an op's location carries ("" when none).
+std::string locationName(mlir::Location loc);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_H

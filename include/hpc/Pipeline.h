@@ -158,6 +158,14 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "micro-batches, one after the other, accumulating their gradients "
                      "(hpc-micro-batches; the imported batch is one micro-batch's)"),
       llvm::cl::init(1)};
+  ListOption<std::string> stageBoundaries{
+      *this, "stage-boundaries",
+      llvm::cl::desc("With train and a pp axis in mesh: the node that ends each pipeline "
+                     "stage but the last (default: stages balanced by the cost model)")};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule",
+      llvm::cl::desc("With train and a pp axis in mesh: gpipe or 1f1b (dist-pipeline)"),
+      llvm::cl::init("1f1b")};
   Option<bool> fusedGradients{
       *this, "fused-gradients",
       llvm::cl::desc("GELU's and layer normalization's input gradients as one op each; "
@@ -191,6 +199,13 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 /// epilogues, choose blocked activation layouts (with `blockedLayouts`),
 /// plan memory and lower (hpc-compile).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// What hpc-compile runs on each stage's program once the step is built
+/// (the whole step without pipeline stages): partitioning over `mesh` (the
+/// axes other than pp), autocast, weight pieces, epilogues, layouts and
+/// the lowering.
+void buildStagePipeline(mlir::OpPassManager &pm, const CompileOptions &options,
+                        llvm::StringRef mesh);
 
 /// The distributed part alone: dist-propagate over `mesh` with the seeds,
 /// then dist-partition, dist-bucket unless `bucketBytes` is 0 (-1: its

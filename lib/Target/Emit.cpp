@@ -13,7 +13,9 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Constants.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -49,13 +51,68 @@ static std::unique_ptr<llvm::TargetMachine> hostMachine(std::string &error) {
       triple, "generic", "", options, llvm::Reloc::PIC_));
 }
 
+/// A pipelined step's module holds one lowered module per stage
+/// (dist-pipeline's @stageK, in stage order); empty otherwise.
+static SmallVector<ModuleOp> stageModules(ModuleOp module) {
+  SmallVector<ModuleOp> stages;
+  for (auto nested : module.getBody()->getOps<ModuleOp>())
+    if (nested->hasAttr("hpc.stage"))
+      stages.push_back(nested);
+  return stages;
+}
+
 static std::unique_ptr<llvm::Module> translate(ModuleOp module,
                                                llvm::LLVMContext &context,
                                                std::string &error) {
-  auto llvmModule = translateModuleToLLVMIR(module, context, "hpc_program");
-  if (!llvmModule)
-    error = "cannot translate the lowered module to LLVM IR";
-  return llvmModule;
+  SmallVector<ModuleOp> stages = stageModules(module);
+  if (stages.empty()) {
+    auto llvmModule = translateModuleToLLVMIR(module, context, "hpc_program");
+    if (!llvmModule)
+      error = "cannot translate the lowered module to LLVM IR";
+    return llvmModule;
+  }
+  // One object with every stage's program: stage K's manifest and run
+  // function renamed hpc_manifest_stageK and hpc_program_run_stageK, and
+  // the table the runtime picks its stage's from (hpcrt.h, "Pipeline
+  // programs").
+  auto linked = std::make_unique<llvm::Module>("hpc_program", context);
+  llvm::Linker linker(*linked);
+  auto *ptr = llvm::PointerType::getUnqual(context);
+  std::vector<llvm::Constant *> manifests, programs;
+  for (auto [k, stage] : llvm::enumerate(stages)) {
+    auto part = translateModuleToLLVMIR(stage, context, "hpc_stage");
+    if (!part) {
+      error = "cannot translate stage " + std::to_string(k) + "'s module to LLVM IR";
+      return nullptr;
+    }
+    std::string suffix = "_stage" + std::to_string(k);
+    llvm::GlobalVariable *manifest = part->getGlobalVariable("hpc_manifest");
+    llvm::Function *run = part->getFunction("hpc_program_run");
+    if (!manifest || !run) {
+      error = "stage " + std::to_string(k) + "'s module has no hpc_manifest or hpc_program_run";
+      return nullptr;
+    }
+    manifest->setName("hpc_manifest" + suffix);
+    run->setName("hpc_program_run" + suffix);
+    if (linker.linkInModule(std::move(part))) {
+      error = "cannot link stage " + std::to_string(k) + "'s program";
+      return nullptr;
+    }
+    manifests.push_back(linked->getGlobalVariable("hpc_manifest" + suffix));
+    programs.push_back(linked->getFunction("hpc_program_run" + suffix));
+  }
+  auto table = [&](const char *name, std::vector<llvm::Constant *> &entries) {
+    auto *type = llvm::ArrayType::get(ptr, entries.size());
+    new llvm::GlobalVariable(*linked, type, /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantArray::get(type, entries), name);
+  };
+  table("hpc_stage_manifests", manifests);
+  table("hpc_stage_programs", programs);
+  auto *i32 = llvm::Type::getInt32Ty(context);
+  new llvm::GlobalVariable(*linked, i32, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(i32, stages.size()), "hpc_stage_count");
+  return linked;
 }
 
 LogicalResult hpc::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,

@@ -225,6 +225,31 @@ std::string strField(const json &obj, const char *key, const std::string &where)
     fail("manifest: " + where + ".\"" + key + "\" is not a string");
   return v.get<std::string>();
 }
+
+/// The manifest's "ops" list.
+std::vector<OpInfo> opsOf(const json &m) {
+  std::vector<OpInfo> ops;
+  auto oit = m.find("ops");
+  if (oit == m.end())
+    return ops;
+  if (!oit->is_array())
+    fail("manifest: \"ops\" is not an array");
+  for (size_t i = 0; i < oit->size(); ++i) {
+    std::string where = "ops[" + std::to_string(i) + "]";
+    const json &entry = (*oit)[i];
+    OpInfo op;
+    op.name = strField(entry, "name", where);
+    if (entry.contains("loc") && entry["loc"].is_string())
+      op.loc = entry["loc"].get<std::string>();
+    if (entry.contains("block") && entry["block"].is_string())
+      op.block = entry["block"].get<std::string>();
+    if (entry.contains("recv") && entry["recv"].is_boolean())
+      op.recv = entry["recv"].get<bool>();
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
 } // namespace
 
 hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
@@ -468,19 +493,7 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
       ranksPerNode_ = pit->get<int64_t>();
     }
 
-    auto oit = m.find("ops");
-    if (oit != m.end()) {
-      if (!oit->is_array())
-        fail("manifest: \"ops\" is not an array");
-      for (size_t i = 0; i < oit->size(); ++i) {
-        std::string where = "ops[" + std::to_string(i) + "]";
-        OpInfo op;
-        op.name = strField((*oit)[i], "name", where);
-        if ((*oit)[i].contains("loc") && (*oit)[i]["loc"].is_string())
-          op.loc = (*oit)[i]["loc"].get<std::string>();
-        ops_.push_back(std::move(op));
-      }
-    }
+    ops_ = opsOf(m);
   } catch (const json::exception &e) {
     fail(std::string("manifest: ") + e.what());
   }
@@ -1111,10 +1124,20 @@ void hpcrt_ctx::addTrace(int op, double startUs, double durationUs, int32_t tid)
     trace_.push_back({op, run_, startUs, durationUs, 0, tid});
 }
 
+
+std::vector<OpInfo> hpcrt_ctx::manifestOps(const char *manifestJson) {
+  try {
+    return opsOf(json::parse(manifestJson));
+  } catch (const json::exception &e) {
+    fail(std::string("manifest: ") + e.what());
+  }
+}
+
 void hpcrt_ctx::writeTrace(const std::string &path) const { writeTrace(path, trace_); }
 
-void hpcrt_ctx::writeTrace(const std::string &path,
-                           const std::vector<TraceEvent> &events) const {
+void hpcrt_ctx::writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
+                           const std::vector<std::vector<OpInfo>> &stageOps,
+                           int32_t ranksPerStage) const {
   std::ofstream f(path, std::ios::binary);
   if (!f)
     fail(path + ": cannot write trace file");
@@ -1134,16 +1157,25 @@ void hpcrt_ctx::writeTrace(const std::string &path,
     }
   for (const TraceEvent &e : events) {
     json ev;
-    bool known = e.op >= 0 && static_cast<size_t>(e.op) < ops_.size();
-    ev["name"] = known ? ops_[e.op].name : "op " + std::to_string(e.op);
+    // A pipeline binary's ranks run their stage's program.
+    const std::vector<OpInfo> &opTable =
+        stageOps.empty() ? ops_
+                         : stageOps[std::min<size_t>(e.rank / std::max(ranksPerStage, 1),
+                                                     stageOps.size() - 1)];
+    bool known = e.op >= 0 && static_cast<size_t>(e.op) < opTable.size();
+    ev["name"] = known ? opTable[e.op].name : "op " + std::to_string(e.op);
     ev["ph"] = "X";
     ev["ts"] = e.startUs;
     ev["dur"] = e.durationUs;
     ev["pid"] = e.rank;
     ev["tid"] = e.tid;
-    ev["args"] = {{"loc", known ? ops_[e.op].loc : std::string()},
+    ev["args"] = {{"loc", known ? opTable[e.op].loc : std::string()},
                   {"op", e.op},
                   {"run", e.run}};
+    if (known && !opTable[e.op].block.empty())
+      ev["args"]["block"] = opTable[e.op].block;
+    if (known && opTable[e.op].recv)
+      ev["args"]["recv"] = 1;
     f << (first ? "" : ",\n") << ev.dump(-1, ' ', false, json::error_handler_t::replace);
     first = false;
   }

@@ -130,6 +130,8 @@ struct TrainInfo {
 struct OpInfo {
   std::string name; ///< "hpc.matmul"
   std::string loc;  ///< the ONNX node name (or another source location)
+  std::string block; ///< a pipeline stage's block ("F3", "B3", "W3"; "" otherwise)
+  bool recv = false; ///< a dist.wait on a receive from another pipeline stage
 };
 
 /// One axis of the manifest's "mesh".
@@ -318,9 +320,13 @@ public:
   const std::vector<hpcrt::TraceEvent> &trace() const { return trace_; }
   /// Writes the Chrome trace (JSON object format) to `path`.
   void writeTrace(const std::string &path) const;
-  /// Writes `events` (of this program, any rank) as a Chrome trace.
-  void writeTrace(const std::string &path,
-                  const std::vector<hpcrt::TraceEvent> &events) const;
+  /// Writes `events` (of this program, any rank) as a Chrome trace; in a
+  /// pipeline binary rank r's events are of `stageOps[r / ranksPerStage]`.
+  void writeTrace(const std::string &path, const std::vector<hpcrt::TraceEvent> &events,
+                  const std::vector<std::vector<hpcrt::OpInfo>> &stageOps = {},
+                  int32_t ranksPerStage = 1) const;
+  /// A manifest's "ops" list (another pipeline stage's, for the trace).
+  static std::vector<hpcrt::OpInfo> manifestOps(const char *manifestJson);
   double nowUs() const;
 
   /// The first kernel error; kernels after it do nothing.

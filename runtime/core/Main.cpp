@@ -165,7 +165,7 @@ Options parseRun(int argc, char **argv) {
 
 int runCommand(int argc, char **argv) {
   Options o = parseRun(argc, argv);
-  Context ctx(hpc_manifest);
+  Context ctx(driver::compiledProgram().manifest);
   if (ctx.isTrainStep())
     fail("this is a train-step program (compiled with --train): run it with `train`, not "
          "`run`");
@@ -303,8 +303,13 @@ void printKernelMemory(Context &ctx) {
 int infoCommand(int argc, char **argv) {
   if (argc > 2)
     fail("info takes no arguments, got '" + std::string(argv[2]) + "'");
-  Context ctx(hpc_manifest);
+  const driver::CompiledProgram &program = driver::compiledProgram();
+  Context ctx(program.manifest);
   printf("model: %s\n", ctx.model().empty() ? "(unnamed)" : ctx.model().c_str());
+  if (program.stages > 1)
+    printf("pipeline: %d stages, one program each; this is stage %d's (a rank runs its pp "
+           "coordinate's)\n",
+           program.stages, program.stage);
   printf("arena: %llu bytes\n", static_cast<unsigned long long>(ctx.arenaBytes()));
   printf("precision: %s\n", ctx.precision().c_str());
   if (!ctx.recompute().empty())

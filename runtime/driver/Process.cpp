@@ -41,6 +41,48 @@ int launcherSize() {
   return 1;
 }
 
+// A binary holds either the one program or the stage table (hpcrt.h): the
+// other's symbols are absent, so both are referenced weakly.
+#pragma weak hpc_manifest
+#pragma weak hpc_program_run
+#pragma weak hpc_stage_count
+#pragma weak hpc_stage_manifests
+#pragma weak hpc_stage_programs
+
+const CompiledProgram &compiledProgram() {
+  static const CompiledProgram program = [] {
+    CompiledProgram p;
+    if (&hpc_stage_count == nullptr) {
+      p.manifest = hpc_manifest;
+      p.run = hpc_program_run;
+      return p;
+    }
+    p.stages = hpc_stage_count;
+    int size = launcherSize(), rank = launcherRank();
+    // One process (`info`, or a run the mesh check then refuses) shows stage 0.
+    if (size > 1 && size % p.stages != 0)
+      fail("compiled for " + std::to_string(p.stages) + " pipeline stages (pp=" +
+           std::to_string(p.stages) + ") but started with " + std::to_string(size) +
+           " rank" + (size == 1 ? "" : "s") + ", not a multiple of " +
+           std::to_string(p.stages) + " (run `info` for the mesh)");
+    p.stage = size % p.stages ? 0 : rank / (size / p.stages);
+    p.manifest = hpc_stage_manifests[p.stage];
+    p.manifests.assign(hpc_stage_manifests, hpc_stage_manifests + p.stages);
+    p.run = hpc_stage_programs[p.stage];
+    return p;
+  }();
+  return program;
+}
+
+std::string compiledPlanText() {
+  if (&hpc_stage_count == nullptr)
+    return hpc_manifest;
+  std::string text;
+  for (int k = 0; k < hpc_stage_count; ++k)
+    text += hpc_stage_manifests[k];
+  return text;
+}
+
 double parsePeerTimeout(const std::string &flag, const std::string &v) {
   char *end = nullptr;
   errno = 0;
@@ -253,7 +295,7 @@ uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose) {
 
 void setupKernels(Context &ctx) {
   ctx.beginSetup();
-  hpc_program_run(&ctx);
+  compiledProgram().run(&ctx);
   ctx.endSetup();
   if (!ctx.kernelNote().empty() && launcherRank() == 0) {
     fprintf(stderr, "%s: note: %s\n", progName.c_str(), ctx.kernelNote().c_str());
@@ -263,7 +305,7 @@ void setupKernels(Context &ctx) {
 
 void runProgram(Context &ctx, MpiRun &mpi) {
   ctx.beginRun();
-  hpc_program_run(&ctx);
+  compiledProgram().run(&ctx);
   if (mpi.queue) {
     std::string error = mpi.queue->finishRun();
     if (!error.empty() && !ctx.failed())
@@ -354,8 +396,14 @@ void writeTrace(Context &ctx, MpiRun &mpi, const std::string &path, double t0Us,
   mpi.step([&] {
     if (!mpi.active)
       ctx.writeTrace(path);
-    else if (mpi.rank == 0)
-      ctx.writeTrace(path, events);
+    else if (mpi.rank == 0) {
+      const CompiledProgram &program = compiledProgram();
+      std::vector<std::vector<OpInfo>> stageOps;
+      for (const char *manifest : program.manifests)
+        stageOps.push_back(Context::manifestOps(manifest));
+      ctx.writeTrace(path, events, program.stages > 1 ? stageOps : decltype(stageOps){},
+                     mpi.size / program.stages);
+    }
     if (verbose && mpi.rank == 0) {
       printf("trace: %s (%zu events%s)\n", path.c_str(), ctx.trace().size(),
              mpi.active ? " on rank 0" : "");

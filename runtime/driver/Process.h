@@ -44,6 +44,21 @@ int launcherRank();
 /// mpirun), read without MPI.
 int launcherSize();
 
+/// The compiled program this process runs: the binary's one program, or in
+/// a pipeline binary (hpcrt.h, "Pipeline programs") its pp stage's, picked
+/// by the launcher's rank (fails when the ranks do not split into the stages).
+struct CompiledProgram {
+  const char *manifest = nullptr;
+  void (*run)(hpcrt_ctx *) = nullptr;
+  int stage = 0, stages = 1;
+  std::vector<const char *> manifests; ///< every stage's (a pipeline binary)
+};
+const CompiledProgram &compiledProgram();
+
+/// What names the plan (checkpoints' plan hash): the manifest, or every
+/// stage's manifest in stage order.
+std::string compiledPlanText();
+
 /// --peer-timeout's value: seconds, a positive number (fails naming `flag`).
 double parsePeerTimeout(const std::string &flag, const std::string &v);
 /// HPCRT_PEER_TIMEOUT when set (seconds), else comm::kDefaultPeerTimeoutS.

@@ -91,7 +91,7 @@ public:
   Trainer(const TrainOptions &o, Context &ctx, MpiRun &mpi)
       : o_(o), ctx_(ctx), mpi_(mpi), root_(mpi.rank == 0),
         batch_(ctx.train().batch) {
-    plan_.planHash = planHash(hpc_manifest);
+    plan_.planHash = planHash(compiledPlanText().c_str());
     plan_.model = ctx.model();
     plan_.worldSize = mpi.size;
     plan_.layout = planLayout(ctx);
@@ -190,6 +190,12 @@ void Trainer::setup() {
         (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
       fail("--save, --save-onnx and --init-weights need whole parameters; under ZeRO-3 each "
            "rank holds its rows (checkpoints with --ckpt-dir work)");
+    // Each pipeline stage holds its own layers' parameters.
+    if (compiledProgram().stages > 1 &&
+        (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
+      fail("--save, --save-onnx and --init-weights need every parameter on one rank; with "
+           "pipeline stages each stage's ranks hold their layers' (checkpoints with "
+           "--ckpt-dir work)");
     setupProgram();
     setupData();
     setupSchedule();
@@ -523,7 +529,7 @@ void Trainer::finish(double wallS) {
 } // namespace
 
 int trainCommand(int argc, char **argv) {
-  Context ctx(hpc_manifest);
+  Context ctx(compiledProgram().manifest);
   if (!ctx.isTrainStep())
     fail("this program has no train step (its manifest has no \"train\"): compile the model "
          "with hpc-opt --train to train it");

@@ -84,6 +84,10 @@
  *          data starts at offset + i * rank_stride, i = this rank's group
  *          index over rank_axes (every rank's piece inside the weights).
  *     "ops": [{"name": "hpc.matmul", "loc": "node name"}, ...],
+ *          a pipeline stage's op also has "block": "F3" (micro-batch 3's
+ *          forward; "B3" its input gradients, "W3" its weight gradients,
+ *          "F3.1" on model chunk 1, "pre", "step"), and a dist.wait on a
+ *          receive from another stage "recv": true; the trace shows both.
  *     "mesh": {"axes": [{"name": "dp", "size": 2, "level": "inter_node"},
  *                       {"name": "tp", "size": 2, "level": "intra_node"}]},
  *     "bytes_per_rank": 1144             bytes each rank sends per run
@@ -546,6 +550,21 @@ typedef struct hpcrt_ctx hpcrt_ctx;
 /* The compiled program (defined in the compiler's object file). */
 extern const char hpc_manifest[];
 void hpc_program_run(hpcrt_ctx *ctx);
+
+/* Pipeline programs (hpc-opt --train --mesh=pp=P): the object file defines
+ * instead one program per pipeline stage and a table of them,
+ *   const int32_t hpc_stage_count;                  P
+ *   const char *const hpc_stage_manifests[P];       stage K's manifest
+ *   void (*const hpc_stage_programs[P])(hpcrt_ctx *);  stage K's run
+ * (hpc_manifest_stageK and hpc_program_run_stageK). Stage K runs on the
+ * ranks whose pp coordinate is K: pp is the mesh's first axis, so the world
+ * ranks [K*N/P, (K+1)*N/P) of N. Each stage's manifest has the whole mesh
+ * (pp first) and "pipeline": {"stage": K, "stages": P, "schedule": ...,
+ * "micro_batches": M}; its program sends and receives along "pp" what
+ * crosses stages, and every stage returns the step's outputs. */
+extern const int32_t hpc_stage_count;
+extern const char *const hpc_stage_manifests[];
+extern void (*const hpc_stage_programs[])(hpcrt_ctx *ctx);
 
 /* 64-bit hash of the weights data section: FNV-1a over little-endian 64-bit
  * words (the tail, fewer than 8 bytes, zero-padded into one last word),

@@ -19,6 +19,7 @@
 #include "hpc/InitAll.h"
 #include "hpc/Passes.h"
 #include "hpc/Pipeline.h"
+#include "hpc/PipelineSchedule.h"
 #include "hpc/Recompute.h"
 #include "hpc/Target/Emit.h"
 
@@ -312,6 +313,22 @@ static llvm::cl::opt<int64_t> microBatchesFlag(
                    "of one micro-batch alive at a time (default 1)"),
     llvm::cl::init(1), llvm::cl::cat(trainCategory));
 
+static llvm::cl::list<std::string> stageBoundariesFlag(
+    "stage-boundaries",
+    llvm::cl::desc("With --train and --mesh=pp=P: the node that ends each pipeline stage but "
+                   "the last, P-1 ONNX node names in order (default: stages balanced by the "
+                   "cost model, cut where one activation crosses)"),
+    llvm::cl::CommaSeparated, llvm::cl::cat(trainCategory));
+
+static llvm::cl::opt<std::string> pipelineScheduleFlag(
+    "pipeline-schedule",
+    llvm::cl::desc("With --train and --mesh=pp=P: the order of each stage's micro-batches, "
+                   "gpipe (all forwards, then all backwards), 1f1b (default: one forward, "
+                   "one backward in turn after a warm-up; fewer activations alive), "
+                   "interleaved:V (V model chunks a rank, Megatron-LM's interleaved 1F1B) or "
+                   "zb-h1 (1F1B with the weight gradients delayed into the bubble)"),
+    llvm::cl::init("1f1b"), llvm::cl::cat(trainCategory));
+
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
   options.train = trainFlag;
@@ -335,6 +352,8 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.recompute = recomputeFlag;
   options.fusedGradients = !noFusedGradientsFlag;
   options.microBatches = microBatchesFlag;
+  options.stageBoundaries = llvm::to_vector(stageBoundariesFlag);
+  options.pipelineSchedule = pipelineScheduleFlag;
 }
 
 /// The --precision of the command line (checked in main).
@@ -559,8 +578,17 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
-  auto arena = (*module)->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
-  (*module)->removeAttr("hpc.arena_bytes");
+  // The planned arena: the program's, or each pipeline stage's.
+  std::string arenaText;
+  SmallVector<ModuleOp> stageModules;
+  for (auto nested : module->getBody()->getOps<ModuleOp>())
+    if (nested->hasAttr(hpc::kStageAttr))
+      stageModules.push_back(nested);
+  for (ModuleOp m : stageModules.empty() ? SmallVector<ModuleOp>{*module} : stageModules) {
+    auto arena = m->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
+    m->removeAttr("hpc.arena_bytes");
+    arenaText += (arenaText.empty() ? "" : ", ") + std::to_string(arena ? arena.getInt() : 0);
+  }
 
   std::string error;
   if (emit == "llvm") {
@@ -587,8 +615,16 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     llvm::sys::fs::remove(objectPath);
   if (failed(emitted))
     return userError(error);
-  llvm::errs() << "hpc-opt: wrote " << outputFile << " and " << weightsPath
-               << " (arena " << (arena ? arena.getInt() : 0) << " bytes)\n";
+  if (stageModules.empty()) {
+    llvm::errs() << "hpc-opt: wrote " << outputFile << " and " << weightsPath << " (arena "
+                 << arenaText << " bytes)\n";
+  } else {
+    StringRef ext = llvm::sys::path::extension(weightsPath);
+    std::string stem = weightsPath.substr(0, weightsPath.size() - ext.size());
+    llvm::errs() << "hpc-opt: wrote " << outputFile << " (" << stageModules.size()
+                 << " pipeline stages) and " << stem << ".stage{0.." << stageModules.size() - 1
+                 << "}" << ext << " (arena " << arenaText << " bytes)\n";
+  }
   return 0;
 }
 
@@ -662,7 +698,15 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       hpc::CompileOptions partition;
       partitionOptions(partition);
       partition.train = trainFlag;
-      hpc::buildPartitionPipeline(pm, partition);
+      // A pipelined step's stages (dist-pipeline's nested modules) are each
+      // partitioned over the other axes.
+      hpc::PipelineMesh pipeline = hpc::splitPipelineAxis(meshSpec);
+      if (pipeline.stages == 1) {
+        hpc::buildPartitionPipeline(pm, partition);
+      } else if (!pipeline.rest.empty()) {
+        partition.mesh = pipeline.rest;
+        hpc::buildPartitionPipeline(pm.nest<ModuleOp>(), partition);
+      }
     }
     ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
       if (diag.getSeverity() == DiagnosticSeverity::Error)
@@ -792,6 +836,26 @@ int main(int argc, char **argv) {
   if (recomputeFlag.getNumOccurrences() && !trainFlag)
     return userError("--recompute needs --train (it trades a train step's compute for "
                      "activation memory)");
+  hpc::PipelineMesh pipeline = hpc::splitPipelineAxis(meshSpec);
+  if (pipeline.stages > 1 && !trainFlag)
+    return userError("--mesh=pp=" + std::to_string(pipeline.stages) +
+                     ": pipeline stages split a train step; add --train (a forward program "
+                     "runs on one stage)");
+  if (pipeline.stages > 1 && !pipeline.rest.empty())
+    return userError("--mesh=" + meshSpec + ": pipeline stages with other axes (" +
+                     pipeline.rest + ") are not compiled yet; use pp alone");
+  if (pipeline.stages > 1 && !zeroFlag.empty() && zeroFlag != "0")
+    return userError("--zero needs a dp axis; with pipeline stages use pp alone for now");
+  if ((stageBoundariesFlag.getNumOccurrences() || pipelineScheduleFlag.getNumOccurrences()) &&
+      pipeline.stages == 1)
+    return userError("--stage-boundaries and --pipeline-schedule need pipeline stages "
+                     "(--mesh=pp=P with P >= 2)");
+  {
+    hpc::PipelineSchedule schedule;
+    std::string error;
+    if (!hpc::parsePipelineSchedule(pipelineScheduleFlag, schedule, error))
+      return userError(error);
+  }
   if (microBatchesFlag < 1)
     return userError("--micro-batches must be at least 1, not " +
                      std::to_string(microBatchesFlag));

@@ -1,0 +1,53 @@
+//===- PipelineSchedule.h - pipeline schedules -------------------*- C++ -*-===//
+//
+// The order in which a pipeline stage runs its micro-batches' forward,
+// backward and weight-gradient blocks under each schedule: what
+// dist-pipeline orders each stage's program by, and what a cost model of
+// the bubble can replay.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HPC_PIPELINESCHEDULE_H
+#define HPC_PIPELINESCHEDULE_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace hpc {
+
+/// A --pipeline-schedule value.
+struct PipelineSchedule {
+  enum Kind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 } kind = OneFOneB;
+  int64_t chunks = 1; ///< interleaved:V: each rank's model chunks (V)
+};
+
+/// Parses gpipe | 1f1b | interleaved:V (V >= 2) | zb-h1; false with the
+/// reason in `error` for anything else.
+bool parsePipelineSchedule(llvm::StringRef text, PipelineSchedule &out, std::string &error);
+
+/// What a stage runs next: micro-batch `microBatch`'s forward (F), the part
+/// of its backward that makes the input gradients the stage before needs
+/// (B), or the rest, the weight gradients (W); `chunk` is the model chunk
+/// (interleaved: the rank's chunk-th virtual stage; 0 otherwise).
+struct PipelineBlock {
+  enum Phase { F, B, W } phase;
+  int64_t microBatch, chunk;
+};
+
+/// The blocks rank `rank` of `ranks` pp ranks runs, in order, for
+/// `microBatches` micro-batches (interleaved needs a multiple of `ranks`):
+///  - gpipe: every F, then every B with its W;
+///  - 1f1b: ranks-1-rank F's, then one F and one B+W in turn, then the rest;
+///  - interleaved:V: Megatron-LM's interleaved 1F1B over V chunks a rank;
+///  - zb-h1: 1F1B's F's and B's, each W delayed by `rank` B's (Qi et al.'s
+///    ZB-H1: the later stages, idle longest at the end of 1F1B, fill it
+///    with their weight gradients).
+llvm::SmallVector<PipelineBlock> pipelineBlocks(const PipelineSchedule &schedule, int64_t rank,
+                                                int64_t ranks, int64_t microBatches);
+
+} // namespace hpc
+
+#endif // HPC_PIPELINESCHEDULE_H
