@@ -26,6 +26,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 
 #include <algorithm>
 #include <map>
@@ -86,10 +87,9 @@ SmallVector<PipelineBlock> hpc::pipelineBlocks(const PipelineSchedule &schedule,
                                                int64_t ranks, int64_t micro) {
   using P = PipelineBlock;
   SmallVector<PipelineBlock> blocks;
-  auto backward = [&](int64_t m, int64_t chunk) {
-    blocks.push_back({P::B, m, chunk});
-    blocks.push_back({P::W, m, chunk});
-  };
+  // Without zb-h1 a backward is one block, its ops in the order autodiff
+  // made them (the input gradient comes last, as in PyTorch).
+  auto backward = [&](int64_t m, int64_t chunk) { blocks.push_back({P::B, m, chunk}); };
   switch (schedule.kind) {
   case PipelineSchedule::GPipe:
     for (int64_t m = 0; m < micro; ++m)
@@ -133,13 +133,12 @@ SmallVector<PipelineBlock> hpc::pipelineBlocks(const PipelineSchedule &schedule,
     // 1F1B: warm up with the forwards the later stages need before the
     // first backward comes back, then alternate, then drain.
     const bool zb = schedule.kind == PipelineSchedule::ZeroBubbleH1;
-    const int64_t delay = zb ? rank : 0;
     int64_t warmup = std::min(ranks - 1 - rank, micro);
     int64_t f = 0, b = 0, w = 0;
     auto back = [&] {
       blocks.push_back({P::B, b++, 0});
-      // Each W waits for the `delay` B's after its own.
-      while (w < b - delay)
+      // zb-h1: each W waits for the `rank` B's after its own.
+      while (zb && w < b - rank)
         blocks.push_back({P::W, w++, 0});
     };
     while (f < warmup)
@@ -150,12 +149,74 @@ SmallVector<PipelineBlock> hpc::pipelineBlocks(const PipelineSchedule &schedule,
     }
     while (b < micro)
       back();
-    while (w < micro)
+    while (zb && w < micro)
       blocks.push_back({P::W, w++, 0});
     return blocks;
   }
   }
   return blocks;
+}
+
+namespace {
+
+/// When the stage before (F) or after (B) finishes micro-batch m's block
+/// on virtual stage vs: end times, -1 while not run.
+struct BlockClock {
+  int64_t stagesInAll;
+  std::vector<double> fEnd, bEnd;
+  BlockClock(int64_t micro, int64_t stagesInAll)
+      : stagesInAll(stagesInAll), fEnd(micro * stagesInAll, -1),
+        bEnd(micro * stagesInAll, -1) {}
+  /// The end of what `blk` on virtual stage vs waits for: 0 for nothing,
+  /// -1 while that has not run.
+  double dependency(const PipelineBlock &blk, int64_t vs) const {
+    if (blk.phase == PipelineBlock::F && vs > 0)
+      return fEnd[blk.microBatch * stagesInAll + vs - 1];
+    if (blk.phase == PipelineBlock::B && vs + 1 < stagesInAll)
+      return bEnd[blk.microBatch * stagesInAll + vs + 1];
+    return 0;
+  }
+  void done(const PipelineBlock &blk, int64_t vs, double end) {
+    if (blk.phase == PipelineBlock::F)
+      fEnd[blk.microBatch * stagesInAll + vs] = end;
+    if (blk.phase == PipelineBlock::B)
+      bEnd[blk.microBatch * stagesInAll + vs] = end;
+  }
+};
+
+} // namespace
+
+PipelineReplay hpc::replayPipeline(ArrayRef<SmallVector<PipelineBlock>> lists, int64_t chunks,
+                                   int64_t micro, PipelineBlockCost cost,
+                                   ArrayRef<double> before, ArrayRef<double> after) {
+  const int64_t ranks = lists.size();
+  BlockClock deps(micro, ranks * chunks);
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(before.begin(), before.end()), busy(before.begin(), before.end());
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int64_t r = 0; r < ranks; ++r)
+      for (; next[r] < lists[r].size(); ++next[r], moved = true) {
+        const PipelineBlock &blk = lists[r][next[r]];
+        int64_t vs = blk.chunk * ranks + r;
+        double dep = deps.dependency(blk, vs);
+        if (dep < 0)
+          break;
+        double d = cost(r, blk);
+        clock[r] = std::max(clock[r], dep) + d;
+        busy[r] += d;
+        deps.done(blk, vs, clock[r]);
+      }
+  }
+  PipelineReplay out;
+  for (int64_t r = 0; r < ranks; ++r) {
+    clock[r] += after[r];
+    busy[r] += after[r];
+    out.stepTime = std::max(out.stepTime, clock[r]);
+  }
+  for (int64_t r = 0; r < ranks; ++r)
+    out.bubble.push_back(out.stepTime > 0 ? (out.stepTime - busy[r]) / out.stepTime : 0);
+  return out;
 }
 
 namespace {
@@ -528,13 +589,48 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     //    Each op's block names it in the trace: "F3" (micro-batch 3's
     //    forward; "F3.1" on chunk 1), "B3", "W3", "pre" (before the first
     //    block) or "step" (the optimizer and the sums it waits for).
+    //    An op's phase: F, or B (the whole backward; under zb-h1 the ops
+    //    that lead to an input gradient) or W (zb-h1: the rest).
+    auto phaseOf = [&](Operation *op) -> int64_t {
+      if (!op->hasAttr(kBackwardAttr))
+        return PipelineBlock::F;
+      return plan.kind == PipelineSchedule::ZeroBubbleH1 && !inputGradient.contains(op)
+                 ? PipelineBlock::W
+                 : PipelineBlock::B;
+    };
+    //    The cost model's estimate of each op (FLOPs plus elements moved,
+    //    as the stages were balanced) summed per block, for the replay
+    //    below that predicts the bubble.
+    auto opCost = [](Operation *op) {
+      return double(estimateFlops(op)) + double(estimateElementsMoved(op));
+    };
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> blockCost;
+    for (int64_t s = 0; s < P; ++s)
+      for (Operation *op : all)
+        if (in[s].contains(op) && stageTag(op) &&
+            (micro == 1 || op->hasAttr(kMicroBatchAttr))) {
+          int64_t m = 0;
+          if (auto a = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr))
+            m = a.getInt();
+          int64_t phase = phaseOf(op);
+          blockCost[{s, m, stageOf[op] / P, phase}] += opCost(op);
+        }
+    auto costOf = [&](int64_t r, const PipelineBlock &b) {
+      auto it = blockCost.find({r, b.microBatch, b.chunk, b.phase});
+      return it == blockCost.end() ? 0.0 : it->second;
+    };
+    SmallVector<SmallVector<PipelineBlock>> lists;
+    for (int64_t s = 0; s < P; ++s)
+      lists.push_back(pipelineBlocks(plan, s, P, micro));
+
     std::vector<SmallVector<Operation *>> order(P);
     std::vector<llvm::DenseMap<Operation *, std::string>> blockName(P);
     const int64_t late = std::numeric_limits<int64_t>::max() / 2;
     for (int64_t s = 0; s < P; ++s) {
       std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> blockPos; // (mb, chunk, phase)
       SmallVector<std::string> names;
-      for (auto [i, blk] : llvm::enumerate(pipelineBlocks(plan, s, P, micro))) {
+      const SmallVector<PipelineBlock> &blocks = lists[s];
+      for (auto [i, blk] : llvm::enumerate(blocks)) {
         blockPos[{blk.microBatch, blk.chunk, blk.phase}] = int64_t(i);
         names.push_back(std::string(1, "FBW"[blk.phase]) + std::to_string(blk.microBatch) +
                         (V > 1 ? "." + std::to_string(blk.chunk) : ""));
@@ -554,9 +650,7 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
           int64_t m = 0;
           if (auto a = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr))
             m = a.getInt();
-          int64_t phase = !op->hasAttr(kBackwardAttr) ? PipelineBlock::F
-                          : inputGradient.contains(op) ? PipelineBlock::B
-                                                       : PipelineBlock::W;
+          int64_t phase = phaseOf(op);
           auto it = blockPos.find({m, stageOf[op] / P, phase});
           if (it == blockPos.end()) {
             op->emitError() << "micro-batch " << m << " is outside the step's " << micro;
@@ -584,6 +678,31 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
         order[s].push_back(op);
         blockName[s][op] = k < 0 ? "pre" : k >= int64_t(names.size()) ? "step" : names[k];
       }
+    }
+
+    // The cost model's view of the schedule: the blocks replayed with the
+    // stages waiting on each other, what runs outside them (weights'
+    // transposes, the optimizer) before and after.
+    {
+      SmallVector<double> before(P, 0.0), after(P, 0.0);
+      for (int64_t s = 0; s < P; ++s)
+        for (Operation *op : order[s]) {
+          const std::string &name = blockName[s][op];
+          if (name == "pre")
+            before[s] += opCost(op);
+          else if (name == "step")
+            after[s] += opCost(op);
+        }
+      PipelineReplay replay = replayPipeline(lists, V, micro, costOf, before, after);
+      llvm::errs() << "dist-pipeline: pp=" << P << " " << schedule << ", " << micro
+                   << " micro-batch" << (micro == 1 ? "" : "es") << ": predicted bubble";
+      SmallVector<Attribute> bubbles;
+      for (auto [s, f] : llvm::enumerate(replay.bubble)) {
+        llvm::errs() << (s ? ", " : " ") << llvm::format("%.1f%%", 100 * f);
+        bubbles.push_back(FloatAttr::get(Float64Type::get(&getContext()), f));
+      }
+      llvm::errs() << " (stages 0.." << P - 1 << ", the cost model's block times)\n";
+      module->setAttr("hpc.predicted_bubble", ArrayAttr::get(&getContext(), bubbles));
     }
 
     // 4. The transfers, in each sender's order; each receive posted after
@@ -690,7 +809,7 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     for (int64_t s = 0; s < P; ++s) {
       auto stageModule = ModuleOp::create(b, module.getLoc(), ("stage" + std::to_string(s)));
       for (NamedAttribute a : module->getAttrs())
-        if (a.getName() != "sym_name")
+        if (a.getName() != "sym_name" && a.getName() != "hpc.predicted_bubble")
           stageModule->setAttr(a.getName(), a.getValue());
       stageModule->setAttr("dist.mesh", meshAttr);
       stageModule->setAttr(kStageAttr, b.getI64IntegerAttr(s));

@@ -835,7 +835,12 @@ def DistPipeline : Pass<"dist-pipeline", "mlir::ModuleOp"> {
     makes and another reads is sent by `dist.send_start` right after it is
     made and received by `dist.recv_start` posted as early as the order of
     the peer's sends allows, waited right before its first use; results are
-    sent to every stage, so each returns the step's loss.
+    sent to every stage, so each returns the step's loss. A replay of the
+    programs' sends and waits refuses an order that would deadlock; a
+    replay of the schedule with each block's estimated cost prints the
+    predicted bubble of each stage (`hpc.predicted_bubble`). Each op gets
+    `hpc.block` ("F3", "B3", "W3", "pre", "step") and each wait on another
+    stage `hpc.recv`, for the manifest and the trace.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages">,

@@ -10,6 +10,8 @@
 #ifndef HPC_PIPELINESCHEDULE_H
 #define HPC_PIPELINESCHEDULE_H
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -28,10 +30,11 @@ struct PipelineSchedule {
 /// reason in `error` for anything else.
 bool parsePipelineSchedule(llvm::StringRef text, PipelineSchedule &out, std::string &error);
 
-/// What a stage runs next: micro-batch `microBatch`'s forward (F), the part
-/// of its backward that makes the input gradients the stage before needs
-/// (B), or the rest, the weight gradients (W); `chunk` is the model chunk
-/// (interleaved: the rank's chunk-th virtual stage; 0 otherwise).
+/// What a stage runs next: micro-batch `microBatch`'s forward (F), its
+/// backward (B; under zb-h1 only the part that makes the input gradients
+/// the stage before needs) or, under zb-h1, the rest of it, the weight
+/// gradients (W); `chunk` is the model chunk (interleaved: the rank's
+/// chunk-th virtual stage; 0 otherwise).
 struct PipelineBlock {
   enum Phase { F, B, W } phase;
   int64_t microBatch, chunk;
@@ -39,14 +42,33 @@ struct PipelineBlock {
 
 /// The blocks rank `rank` of `ranks` pp ranks runs, in order, for
 /// `microBatches` micro-batches (interleaved needs a multiple of `ranks`):
-///  - gpipe: every F, then every B with its W;
-///  - 1f1b: ranks-1-rank F's, then one F and one B+W in turn, then the rest;
+///  - gpipe: every F, then every B;
+///  - 1f1b: ranks-1-rank F's, then one F and one B in turn, then the rest;
 ///  - interleaved:V: Megatron-LM's interleaved 1F1B over V chunks a rank;
 ///  - zb-h1: 1F1B's F's and B's, each W delayed by `rank` B's (Qi et al.'s
 ///    ZB-H1: the later stages, idle longest at the end of 1F1B, fill it
 ///    with their weight gradients).
 llvm::SmallVector<PipelineBlock> pipelineBlocks(const PipelineSchedule &schedule, int64_t rank,
                                                 int64_t ranks, int64_t microBatches);
+
+/// The time each block takes: cost(rank, block) for the block's own
+/// micro-batch, chunk and phase (an empty B, the first stage's, costs 0).
+using PipelineBlockCost =
+    llvm::function_ref<double(int64_t rank, const PipelineBlock &block)>;
+
+/// What one step of `schedule` looks like when each block takes `cost` and
+/// the stages wait for each other as the schedule's data flows (F of a
+/// micro-batch after its F on the virtual stage before, B after its B on
+/// the virtual stage after; sends take no time): `before` and `after` are
+/// each rank's time before its first block and after its last (the work
+/// outside the blocks: the weights' transposes, the optimizer).
+struct PipelineReplay {
+  double stepTime = 0;               ///< the last rank's end
+  llvm::SmallVector<double> bubble;  ///< per rank: idle time / stepTime
+};
+PipelineReplay replayPipeline(llvm::ArrayRef<llvm::SmallVector<PipelineBlock>> lists,
+                              int64_t chunks, int64_t microBatches, PipelineBlockCost cost,
+                              llvm::ArrayRef<double> before, llvm::ArrayRef<double> after);
 
 } // namespace hpc
 
