@@ -37,6 +37,8 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
 
   MeshAttr mesh;
   llvm::DenseMap<Value, Local> locals;
+  /// The piece a pipeline receive (dist-pipeline) brings, by its token.
+  llvm::DenseMap<Value, Sharding> tokenShardings;
   int64_t bytesPerRank = 0;
   int64_t collectives = 0;
 
@@ -189,6 +191,36 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       if (Operation *def = local.getDefiningOp(); regather && isa_and_nonnull<AllGatherOp>(def))
         def->setAttr("dist.prefetch", UnitAttr::get(&getContext()));
       locals[annotate.getResult()] = {local, to};
+      return success();
+    }
+    // A pipeline stage's send and receive (dist-pipeline) move this rank's
+    // piece of the value, as their `dist.sharding` says.
+    if (isa<RecvStartOp, SendStartOp, WaitOp>(op)) {
+      auto attr = op->getAttrOfType<ShardingAttr>("dist.sharding");
+      if (auto recv = dyn_cast<RecvStartOp>(op)) {
+        auto payload = cast<RankedTensorType>(cast<TokenType>(recv.getType()).getPayload());
+        Sharding s = attr ? Sharding::fromAttr(attr) : Sharding::replicated(payload.getRank());
+        recv.getResult().setType(TokenType::get(ctx, localType(payload, s)));
+        tokenShardings[recv.getResult()] = s;
+        noteAxes(s);
+      } else if (auto send = dyn_cast<SendStartOp>(op)) {
+        Local in = locals.lookup(send.getInput());
+        if (!in.value)
+          return op->emitOpError("operand 0 was not partitioned");
+        auto type = cast<RankedTensorType>(send.getInput().getType());
+        Sharding s = attr ? Sharding::fromAttr(attr) : Sharding::replicated(type.getRank());
+        op->setOperand(0, reshard(b, loc, in.value, in.sharding, s));
+      } else if (auto wait = cast<WaitOp>(op); wait.getResult()) {
+        auto it = tokenShardings.find(wait.getToken());
+        if (it == tokenShardings.end())
+          return op->emitOpError("waits on a collective the partitioner did not see");
+        wait.getResult().setType(
+            cast<RankedTensorType>(cast<TokenType>(wait.getToken().getType()).getPayload()));
+        locals[wait.getResult()] = {wait.getResult(), it->second};
+      }
+      op->removeAttr("dist.sharding");
+      op->removeAttr("dist.operand_shardings");
+      op->removeAttr("dist.result_shardings");
       return success();
     }
     if (ShardingAttr attr = shardingOfVariable(op)) {
@@ -360,8 +392,9 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       // An axis nothing is split over makes its ranks repeat each other's
       // work (a batch of 1 under dp, a model without weight contractions
       // under tp): correct, but worth knowing before launching them.
+      // (A pipeline stage's pp axis splits stages, not tensors.)
       for (auto [name, size] : llvm::zip(mesh.getNames(), mesh.getSizes()))
-        if (size > 1 && !usedAxes.contains(name.getValue()))
+        if (size > 1 && !usedAxes.contains(name.getValue()) && name.getValue() != "pp")
           llvm::errs() << "dist-partition: note: mesh axis '" << name.getValue()
                        << "' splits no tensor; its " << size
                        << " ranks compute the same values\n";

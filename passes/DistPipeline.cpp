@@ -797,12 +797,54 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
         }
     }
 
-    // 5. The stage programs.
-    module->removeAttr("hpc.pipeline_stages"); // dist-pipeline-stages' mark, done with
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
-    auto meshAttr = dist::MeshAttr::get(ctx, {StringAttr::get(ctx, "pp")}, {P},
-                                        {dist::TopologyLevel::inter_node});
+    // The stages' mesh: pp first (stage K on world ranks [K N/P, (K+1) N/P)).
+    SmallVector<StringAttr> axisNames{StringAttr::get(ctx, "pp")};
+    SmallVector<int64_t> axisSizes{P};
+    SmallVector<dist::TopologyLevel> axisLevels{dist::TopologyLevel::inter_node};
+    if (!mesh.empty()) {
+      std::string error;
+      FailureOr<dist::MeshAttr> parsed = dist::parseMesh(ctx, mesh, error);
+      if (failed(parsed)) {
+        module.emitError(error);
+        return signalPassFailure();
+      }
+      for (auto [name, size, level] :
+           llvm::zip(parsed->getNames(), parsed->getSizes(), parsed->getLevels()))
+        if (name.getValue() == "pp") {
+          axisLevels[0] = level;
+        } else {
+          axisNames.push_back(name);
+          axisSizes.push_back(size);
+          axisLevels.push_back(level);
+        }
+    }
+    auto meshAttr = dist::MeshAttr::get(ctx, axisNames, axisSizes, axisLevels);
+    // With data parallelism inside the stages, what crosses them is
+    // split as the batch is: a micro-batch's rows over dp (each dp rank
+    // sends its rows to the same dp rank of the next stage), the rest
+    // whole (the partitioner reduces a partial sum before it is sent).
+    int64_t rows = 0;
+    if (auto train = module->getAttrOfType<DictionaryAttr>("hpc.train"))
+      if (auto batch = train.getAs<IntegerAttr>("batch"))
+        rows = batch.getInt() / micro;
+    int64_t dp = 1;
+    for (auto [name, size] : llvm::zip(axisNames, axisSizes))
+      if (name.getValue() == "dp")
+        dp = size;
+    auto transferSharding = [&](Value v) -> dist::ShardingAttr {
+      if (axisNames.size() == 1)
+        return nullptr; // pp alone: nothing is partitioned
+      auto type = cast<RankedTensorType>(v.getType());
+      dist::Sharding sharding = dist::Sharding::replicated(type.getRank());
+      if (dp > 1 && type.getRank() > 0 && type.getDimSize(0) == rows && rows % dp == 0)
+        sharding.dims[0] = {"dp"};
+      return sharding.toAttr(&getContext());
+    };
+
+    // 5. The stage programs.
+    module->removeAttr("hpc.pipeline_stages"); // dist-pipeline-stages' mark, done with
     auto recvToken = [&](Type t) { return dist::TokenType::get(ctx, t); };
     auto sendToken = dist::TokenType::get(ctx, Type());
     b.setInsertionPointToEnd(module.getBody());
@@ -859,15 +901,20 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
           const Transfer &t = transfers[events[e].transfer];
           Location loc = t.value.getLoc();
           if (events[e].post) {
-            tokens[events[e].transfer] =
-                dist::RecvStartOp::create(fb, loc, recvToken(t.value.getType()), "pp",
-                                          t.from - s, nullptr);
+            auto recv = dist::RecvStartOp::create(fb, loc, recvToken(t.value.getType()), "pp",
+                                                  t.from - s, nullptr);
+            if (auto sharding = transferSharding(t.value))
+              recv->setAttr("dist.sharding", sharding);
+            tokens[events[e].transfer] = recv;
           } else {
             auto wait = dist::WaitOp::create(fb, loc, t.value.getType(),
                                              tokens.lookup(events[e].transfer));
             // The time a stage waits here is its bubble (the trace's "recv").
             wait->setAttr("hpc.recv", fb.getUnitAttr());
-            map.map(t.value, wait.getResult());
+            Value received = wait.getResult();
+            if (auto sharding = transferSharding(t.value))
+              received = dist::AnnotateOp::create(fb, loc, received.getType(), received, sharding);
+            map.map(t.value, received);
           }
         }
       };
@@ -884,9 +931,15 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
           const Transfer &t = transfers[k];
           if (Value prev = pendingSend[t.to])
             dist::WaitOp::create(fb, op->getLoc(), Type(), prev);
-          pendingSend[t.to] = dist::SendStartOp::create(fb, op->getLoc(), sendToken,
-                                                         map.lookup(t.value), "pp",
-                                                         t.to - s, nullptr);
+          Value sent = map.lookup(t.value);
+          auto sharding = transferSharding(t.value);
+          if (sharding)
+            sent = dist::AnnotateOp::create(fb, op->getLoc(), sent.getType(), sent, sharding);
+          auto send = dist::SendStartOp::create(fb, op->getLoc(), sendToken, sent, "pp",
+                                                t.to - s, nullptr);
+          if (sharding)
+            send->setAttr("dist.sharding", sharding);
+          pendingSend[t.to] = send;
         }
       }
       eventsUpTo(std::numeric_limits<int64_t>::max());

@@ -845,7 +845,10 @@ def DistPipeline : Pass<"dist-pipeline", "mlir::ModuleOp"> {
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved:V or zb-h1">
+           "gpipe, 1f1b, interleaved:V or zb-h1">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The whole mesh (pp=P,dp=D,...; default pp alone): the stages' dist.mesh, pp "
+           "first; with a dp axis what crosses stages is annotated split as the batch is">
   ];
   let dependentDialects = ["hpc::dist::DistDialect", "hpc::HPCDialect"];
 }

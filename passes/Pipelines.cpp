@@ -22,7 +22,14 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   // rest compiles each of them.
   PipelineMesh pipeline = splitPipelineAxis(options.mesh);
   mlir::OpPassManager &stage = pipeline.stages > 1 ? pm.nest<mlir::ModuleOp>() : pm;
-  buildStagePipeline(stage, options, pipeline.stages > 1 ? pipeline.rest : options.mesh.getValue());
+  // A stage's program runs on its pp coordinate's ranks: partitioned over
+  // the other axes of the whole mesh (pp first, the runtime's rank layout).
+  std::string stageMesh = options.mesh;
+  if (pipeline.stages > 1)
+    stageMesh = pipeline.rest.empty()
+                    ? ""
+                    : "pp=" + std::to_string(pipeline.stages) + "," + pipeline.rest;
+  buildStagePipeline(stage, options, stageMesh);
 }
 
 void hpc::buildStagePipeline(mlir::OpPassManager &pm, const CompileOptions &options,
@@ -123,6 +130,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
     DistPipelineOptions split;
     split.stages = pipeline.stages;
     split.schedule = options.pipelineSchedule;
+    split.mesh = options.mesh;
     pm.addPass(createDistPipeline(split));
   }
 }

@@ -31,6 +31,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/CommandLine.h"
@@ -704,7 +705,7 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       if (pipeline.stages == 1) {
         hpc::buildPartitionPipeline(pm, partition);
       } else if (!pipeline.rest.empty()) {
-        partition.mesh = pipeline.rest;
+        partition.mesh = "pp=" + std::to_string(pipeline.stages) + "," + pipeline.rest;
         hpc::buildPartitionPipeline(pm.nest<ModuleOp>(), partition);
       }
     }
@@ -841,11 +842,17 @@ int main(int argc, char **argv) {
     return userError("--mesh=pp=" + std::to_string(pipeline.stages) +
                      ": pipeline stages split a train step; add --train (a forward program "
                      "runs on one stage)");
-  if (pipeline.stages > 1 && !pipeline.rest.empty())
-    return userError("--mesh=" + meshSpec + ": pipeline stages with other axes (" +
-                     pipeline.rest + ") are not compiled yet; use pp alone");
-  if (pipeline.stages > 1 && !zeroFlag.empty() && zeroFlag != "0")
-    return userError("--zero needs a dp axis; with pipeline stages use pp alone for now");
+  if (pipeline.stages > 1)
+    for (StringRef axis : llvm::split(StringRef(pipeline.rest), ',')) {
+      StringRef name = axis.split('=').first.trim();
+      if (!name.empty() && name != "dp" && name != "tp")
+        return userError("--mesh=" + meshSpec + ": pipeline stages compose with dp and tp; '" +
+                         name.str() + "' with pp is not compiled yet");
+    }
+  if (pipeline.stages > 1 && !zeroFlag.empty() && zeroFlag != "0" &&
+      !StringRef(pipeline.rest).contains("dp="))
+    return userError("--zero shards the state over a dp axis: give --mesh=pp=" +
+                     std::to_string(pipeline.stages) + ",dp=N");
   if ((stageBoundariesFlag.getNumOccurrences() || pipelineScheduleFlag.getNumOccurrences()) &&
       pipeline.stages == 1)
     return userError("--stage-boundaries and --pipeline-schedule need pipeline stages "
