@@ -97,6 +97,8 @@ struct DistPipelineStages : hpc::impl::DistPipelineStagesBase<DistPipelineStages
       return signalPassFailure();
     }
     Block &body = func.getBody().front();
+    // A searched plan's own stage tags (dist-search) give way to these.
+    body.walk([](Operation *op) { op->removeAttr(kStageAttr); });
 
     // The ops that a weight and the batch both reach, in program order:
     // what the stages split. The rest, made from the batch alone (masks,
@@ -431,9 +433,8 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     auto phaseOf = [&](Operation *op) -> int64_t {
       if (!op->hasAttr(kBackwardAttr))
         return PipelineBlock::F;
-      return plan.kind == PipelineSchedule::ZeroBubbleH1 && !inputGradient.contains(op)
-                 ? PipelineBlock::W
-                 : PipelineBlock::B;
+      bool split = plan.automatic || plan.kind == PipelineSchedule::ZeroBubbleH1;
+      return split && !inputGradient.contains(op) ? PipelineBlock::W : PipelineBlock::B;
     };
     //    The cost model's estimate of each op (FLOPs plus elements moved,
     //    as the stages were balanced) summed per block, for the replay
@@ -456,6 +457,50 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
       auto it = blockCost.find({r, b.microBatch, b.chunk, b.phase});
       return it == blockCost.end() ? 0.0 : it->second;
     };
+    if (plan.automatic) {
+      // auto: the fastest of gpipe, 1f1b and zb-h1 in the replay (within
+      // 1%, the one with fewer activations alive: 1f1b, zb-h1, gpipe). The
+      // costs above split B and W as zb-h1 does; the others run both as B.
+      auto whole = [&](int64_t r, const PipelineBlock &b) {
+        return b.phase == PipelineBlock::B ? costOf(r, b) + costOf(r, {PipelineBlock::W,
+                                                                        b.microBatch, b.chunk})
+                                           : costOf(r, b);
+      };
+      SmallVector<double> zeros(P, 0.0);
+      PipelineSchedule best;
+      double bestTime = std::numeric_limits<double>::infinity();
+      llvm::errs() << "dist-pipeline: --pipeline-schedule=auto: predicted step";
+      for (auto kind : {PipelineSchedule::OneFOneB, PipelineSchedule::ZeroBubbleH1,
+                        PipelineSchedule::GPipe}) {
+        PipelineSchedule candidate;
+        candidate.kind = kind;
+        SmallVector<SmallVector<PipelineBlock>> order;
+        for (int64_t r = 0; r < P; ++r)
+          order.push_back(pipelineBlocks(candidate, r, P, micro));
+        double t = kind == PipelineSchedule::ZeroBubbleH1
+                       ? replayPipeline(order, 1, micro, costOf, zeros, zeros).stepTime
+                       : replayPipeline(order, 1, micro, whole, zeros, zeros).stepTime;
+        llvm::errs() << " " << pipelineScheduleName(candidate) << " "
+                     << llvm::format("%.4g", t);
+        if (t < 0.99 * bestTime) {
+          bestTime = t;
+          best = candidate;
+        }
+      }
+      plan = best;
+      schedule = pipelineScheduleName(plan);
+      llvm::errs() << " (cost-model units): " << schedule << "\n";
+      if (plan.kind != PipelineSchedule::ZeroBubbleH1)
+        for (auto it = blockCost.begin(); it != blockCost.end();) {
+          auto [r, m, c, phase] = it->first;
+          if (phase != PipelineBlock::W) {
+            ++it;
+            continue;
+          }
+          blockCost[{r, m, c, int64_t(PipelineBlock::B)}] += it->second;
+          it = blockCost.erase(it);
+        }
+    }
     SmallVector<SmallVector<PipelineBlock>> lists;
     for (int64_t s = 0; s < P; ++s)
       lists.push_back(pipelineBlocks(plan, s, P, micro));

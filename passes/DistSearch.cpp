@@ -306,16 +306,37 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
 
 } // namespace
 
-/// The one stage of the plan dist-search recorded on @main, or null.
-static DictionaryAttr singleStage(ModuleOp module) {
+/// The stage of the plan dist-search recorded on @main when every stage has
+/// the same knobs (one stage, or pipeline stages that differ only in their
+/// layers and devices), or null.
+static DictionaryAttr uniformStage(ModuleOp module) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
   auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
-  return stages && stages.size() == 1 ? dyn_cast<DictionaryAttr>(stages[0]) : nullptr;
+  if (!stages || stages.empty())
+    return nullptr;
+  auto first = dyn_cast<DictionaryAttr>(stages[0]);
+  for (Attribute a : stages) {
+    auto stage = dyn_cast<DictionaryAttr>(a);
+    if (!stage || !first)
+      return nullptr;
+    for (StringRef knob : {"dp", "tp", "sp", "ep", "zero", "recompute"})
+      if (stage.get(knob) != first.get(knob))
+        return nullptr;
+  }
+  return first;
+}
+
+/// The number of pipeline stages of that plan.
+static int64_t planStages(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+  auto stages = plan ? plan.getAs<ArrayAttr>("stages") : nullptr;
+  return stages ? int64_t(stages.size()) : 1;
 }
 
 FailureOr<std::string> hpc::planMesh(ModuleOp module) {
-  DictionaryAttr stage = singleStage(module);
+  DictionaryAttr stage = uniformStage(module);
   auto size = [&](StringRef axis) {
     auto a = stage ? stage.getAs<IntegerAttr>(axis) : nullptr;
     return a ? a.getInt() : int64_t(0);
@@ -323,15 +344,35 @@ FailureOr<std::string> hpc::planMesh(ModuleOp module) {
   auto sp = stage ? stage.getAs<BoolAttr>("sp") : nullptr;
   if (!stage || size("dp") < 1 || size("tp") < 1 || size("ep") != 1 || (sp && sp.getValue()))
     return failure();
+  // Pipeline stages first: the ranks of stage K follow those of stage K-1.
   std::string mesh;
+  if (int64_t stages = planStages(module); stages > 1)
+    mesh = "pp=" + std::to_string(stages);
   for (StringRef axis : {"dp", "tp"})
     if (size(axis) > 1)
       mesh += (mesh.empty() ? "" : ",") + axis.str() + "=" + std::to_string(size(axis));
   return mesh;
 }
 
+std::vector<std::string> hpc::planStageBoundaries(ModuleOp module) {
+  // dist-search tagged each op of the plan's layers with its stage: a stage
+  // ends at its last named op.
+  std::vector<std::string> ends(std::max<int64_t>(planStages(module) - 1, 0));
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return ends;
+  func.walk([&](Operation *op) {
+    auto stage = op->getAttrOfType<IntegerAttr>("hpc.stage");
+    std::string name = locationName(op->getLoc());
+    if (stage && stage.getInt() < int64_t(ends.size()) && !name.empty() &&
+        !isa<WeightOp, ConstantOp>(op))
+      ends[stage.getInt()] = name;
+  });
+  return ends;
+}
+
 int64_t hpc::planZero(ModuleOp module) {
-  DictionaryAttr stage = singleStage(module);
+  DictionaryAttr stage = uniformStage(module);
   auto zero = stage ? stage.getAs<IntegerAttr>("zero") : nullptr;
   return zero ? zero.getInt() : 0;
 }
@@ -344,7 +385,7 @@ int64_t hpc::planMicroBatches(ModuleOp module) {
 }
 
 bool hpc::planRecompute(ModuleOp module) {
-  DictionaryAttr stage = singleStage(module);
+  DictionaryAttr stage = uniformStage(module);
   auto recompute = stage ? stage.getAs<BoolAttr>("recompute") : nullptr;
   return recompute && recompute.getValue();
 }

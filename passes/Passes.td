@@ -817,6 +817,9 @@ def DistPipeline : Pass<"dist-pipeline", "mlir::ModuleOp"> {
     axis: its @main takes every input and returns every result of the step
     and runs that stage's ops in the order of `schedule`:
 
+    - auto (the default): the fastest of gpipe, 1f1b and zb-h1 when the
+      cost model replays each with its estimate of every block (within 1%,
+      the one with fewer activations alive: 1f1b, zb-h1, gpipe);
     - gpipe: every micro-batch's forward, then every backward;
     - 1f1b: stages-1-K forwards, then one forward and one backward in turn,
       then the remaining backwards (Megatron-LM's PipeDream-flush);
@@ -844,8 +847,8 @@ def DistPipeline : Pass<"dist-pipeline", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved:V or zb-h1">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"auto\"",
+           "auto, gpipe, 1f1b, interleaved:V or zb-h1">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "The whole mesh (pp=P,dp=D,...; default pp alone): the stages' dist.mesh, pp "
            "first; with a dp axis what crosses stages is annotated split as the batch is">

@@ -13,6 +13,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <string>
+#include <vector>
+
 namespace hpc {
 
 #define GEN_PASS_DECL
@@ -21,10 +24,16 @@ namespace hpc {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The mesh ("dp=2,tp=4"; "" for one device) of the plan dist-search
-/// recorded on @main, when it is one stage of data and tensor parallelism
-/// (what dist-propagate and dist-partition compile); failure otherwise.
+/// The mesh ("dp=2,tp=4", "pp=2,dp=2"; "" for one device) of the plan
+/// dist-search recorded on @main, when its stages all run the same data and
+/// tensor parallelism (what dist-pipeline, dist-propagate and
+/// dist-partition compile); failure otherwise.
 mlir::FailureOr<std::string> planMesh(mlir::ModuleOp module);
+
+/// The node that ends each pipeline stage but the last of that plan (the
+/// --stage-boundaries that compile it); empty for one stage. Read on the
+/// module dist-search ran on (its ops carry the plan's stages).
+std::vector<std::string> planStageBoundaries(mlir::ModuleOp module);
 
 /// The ZeRO stage of that plan's stage (0 when it has none).
 int64_t planZero(mlir::ModuleOp module);

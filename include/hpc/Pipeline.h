@@ -164,8 +164,9 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "stage but the last (default: stages balanced by the cost model)")};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
-      llvm::cl::desc("With train and a pp axis in mesh: gpipe or 1f1b (dist-pipeline)"),
-      llvm::cl::init("1f1b")};
+      llvm::cl::desc("With train and a pp axis in mesh: auto, gpipe, 1f1b, interleaved:V or "
+                     "zb-h1 (dist-pipeline)"),
+      llvm::cl::init("auto")};
   Option<bool> fusedGradients{
       *this, "fused-gradients",
       llvm::cl::desc("GELU's and layer normalization's input gradients as one op each; "

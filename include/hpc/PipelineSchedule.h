@@ -23,11 +23,15 @@ namespace hpc {
 /// A --pipeline-schedule value.
 struct PipelineSchedule {
   enum Kind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 } kind = OneFOneB;
-  int64_t chunks = 1; ///< interleaved:V: each rank's model chunks (V)
+  int64_t chunks = 1;     ///< interleaved:V: each rank's model chunks (V)
+  bool automatic = false; ///< auto: the cost model picks gpipe, 1f1b or zb-h1
 };
 
-/// Parses gpipe | 1f1b | interleaved:V (V >= 2) | zb-h1; false with the
-/// reason in `error` for anything else.
+/// The schedule's --pipeline-schedule spelling.
+std::string pipelineScheduleName(const PipelineSchedule &schedule);
+
+/// Parses auto | gpipe | 1f1b | interleaved:V (V >= 2) | zb-h1; false with
+/// the reason in `error` for anything else.
 bool parsePipelineSchedule(llvm::StringRef text, PipelineSchedule &out, std::string &error);
 
 /// What a stage runs next: micro-batch `microBatch`'s forward (F), its

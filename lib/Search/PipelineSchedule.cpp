@@ -14,11 +14,27 @@
 using namespace llvm;
 using namespace hpc;
 
+std::string hpc::pipelineScheduleName(const PipelineSchedule &schedule) {
+  switch (schedule.kind) {
+  case PipelineSchedule::GPipe:
+    return "gpipe";
+  case PipelineSchedule::OneFOneB:
+    return "1f1b";
+  case PipelineSchedule::Interleaved:
+    return "interleaved:" + std::to_string(schedule.chunks);
+  case PipelineSchedule::ZeroBubbleH1:
+    return "zb-h1";
+  }
+  return "";
+}
+
 bool hpc::parsePipelineSchedule(StringRef text, PipelineSchedule &out, std::string &error) {
   auto [kind, parameter] = text.split(':');
   bool hasParameter = text.contains(':');
   out = PipelineSchedule();
-  if (!hasParameter && kind == "gpipe")
+  if (!hasParameter && kind == "auto")
+    out.automatic = true;
+  else if (!hasParameter && kind == "gpipe")
     out.kind = PipelineSchedule::GPipe;
   else if (!hasParameter && kind == "1f1b")
     out.kind = PipelineSchedule::OneFOneB;
@@ -34,7 +50,7 @@ bool hpc::parsePipelineSchedule(StringRef text, PipelineSchedule &out, std::stri
     out.kind = PipelineSchedule::Interleaved;
     out.chunks = v;
   } else {
-    error = "--pipeline-schedule must be gpipe, 1f1b, interleaved:V or zb-h1, not '" +
+    error = "--pipeline-schedule must be auto, gpipe, 1f1b, interleaved:V or zb-h1, not '" +
             text.str() + "'";
     return false;
   }

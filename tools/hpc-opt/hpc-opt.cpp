@@ -323,12 +323,13 @@ static llvm::cl::list<std::string> stageBoundariesFlag(
 
 static llvm::cl::opt<std::string> pipelineScheduleFlag(
     "pipeline-schedule",
-    llvm::cl::desc("With --train and --mesh=pp=P: the order of each stage's micro-batches, "
-                   "gpipe (all forwards, then all backwards), 1f1b (default: one forward, "
+    llvm::cl::desc("With --train and --mesh=pp=P: the order of each stage's micro-batches: "
+                   "auto (default: the fastest of gpipe, 1f1b and zb-h1 in the cost model's "
+                   "replay), gpipe (all forwards, then all backwards), 1f1b (one forward, "
                    "one backward in turn after a warm-up; fewer activations alive), "
                    "interleaved:V (V model chunks a rank, Megatron-LM's interleaved 1F1B) or "
                    "zb-h1 (1F1B with the weight gradients delayed into the bubble)"),
-    llvm::cl::init("1f1b"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
 
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
@@ -537,7 +538,9 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     so.mesh = meshSpec;
     so.report = reportFile;
     if (autoParallel) {
-      so.maxStages = 1;
+      // A train step compiles pipeline stages (dist-pipeline); a forward
+      // program is one stage.
+      so.maxStages = trainFlag ? 0 : 1;
       so.sequenceParallel = false;
       so.expertParallel = false;
       // A forward program has no state to shard and nothing to recompute
@@ -561,8 +564,12 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     if (autoParallel) {
       FailureOr<std::string> mesh = hpc::planMesh(*module);
       if (failed(mesh))
-        return userError("the searched plan has no single-stage dp x tp form to compile");
+        return userError("the searched plan's stages differ in their dp x tp (or use sp/ep): "
+                         "not compiled yet");
       options.mesh = *mesh;
+      // Its stages end where the plan's layers do (read before a re-import
+      // drops the plan's tags).
+      options.stageBoundaries = hpc::planStageBoundaries(*module);
       options.zero = hpc::planZero(*module);
       if (trainFlag && !recomputeFlag.getNumOccurrences() && hpc::planRecompute(*module))
         options.recompute = "full";
