@@ -69,6 +69,12 @@ int64_t byteSize(Value v) {
   return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
 }
 
+/// The cost model's estimate of an op, as the stages are balanced and the
+/// schedule replayed: FLOPs plus elements moved.
+double estimatedCost(Operation *op) {
+  return double(estimateFlops(op)) + double(estimateElementsMoved(op));
+}
+
 std::optional<int64_t> stageTag(Operation *op) {
   if (auto s = op->getAttrOfType<IntegerAttr>(kStageAttr))
     return s.getInt();
@@ -213,8 +219,7 @@ struct DistPipelineStages : hpc::impl::DistPipelineStagesBase<DistPipelineStages
       // cost is nearest to k/P of the whole, in order.
       SmallVector<double> prefix(ops.size() + 1, 0.0);
       for (auto [i, op] : llvm::enumerate(ops))
-        prefix[i + 1] = prefix[i] + double(estimateFlops(op)) +
-                        double(estimateElementsMoved(op));
+        prefix[i + 1] = prefix[i] + estimatedCost(op);
       double total = prefix.back();
       size_t next = 0;
       for (int64_t k = 1; k < stages; ++k) {
@@ -438,9 +443,6 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     //    The cost model's estimate of each op (FLOPs plus elements moved,
     //    as the stages were balanced) summed per block, for the replay
     //    below that predicts the bubble.
-    auto opCost = [](Operation *op) {
-      return double(estimateFlops(op)) + double(estimateElementsMoved(op));
-    };
     std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> blockCost;
     for (int64_t s = 0; s < P; ++s)
       for (Operation *op : all)
@@ -450,7 +452,7 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
           if (auto a = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr))
             m = a.getInt();
           int64_t phase = phaseOf(op);
-          blockCost[{s, m, stageOf[op] / P, phase}] += opCost(op);
+          blockCost[{s, m, stageOf[op] / P, phase}] += estimatedCost(op);
         }
     auto costOf = [&](int64_t r, const PipelineBlock &b) {
       auto it = blockCost.find({r, b.microBatch, b.chunk, b.phase});
@@ -570,9 +572,9 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
         for (Operation *op : order[s]) {
           const std::string &name = blockName[s][op];
           if (name == "pre")
-            before[s] += opCost(op);
+            before[s] += estimatedCost(op);
           else if (name == "step")
-            after[s] += opCost(op);
+            after[s] += estimatedCost(op);
         }
       PipelineReplay replay = replayPipeline(lists, V, micro, costOf, before, after);
       llvm::errs() << "dist-pipeline: pp=" << P << " " << schedule << ", " << micro

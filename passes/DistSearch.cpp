@@ -299,7 +299,7 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
         }));
     for (auto [op, layer] : extracted.opLayers) {
       op->setAttr("hpc.layer", b.getI64IntegerAttr(layer));
-      op->setAttr("hpc.stage", b.getI64IntegerAttr(stageOfLayer[layer]));
+      op->setAttr(hpc::kStageAttr, b.getI64IntegerAttr(stageOfLayer[layer]));
     }
   }
 };
@@ -362,7 +362,7 @@ std::vector<std::string> hpc::planStageBoundaries(ModuleOp module) {
   if (!func)
     return ends;
   func.walk([&](Operation *op) {
-    auto stage = op->getAttrOfType<IntegerAttr>("hpc.stage");
+    auto stage = op->getAttrOfType<IntegerAttr>(hpc::kStageAttr);
     std::string name = locationName(op->getLoc());
     if (stage && stage.getInt() < int64_t(ends.size()) && !name.empty() &&
         !isa<WeightOp, ConstantOp>(op))

@@ -51,9 +51,7 @@ static std::unique_ptr<llvm::TargetMachine> hostMachine(std::string &error) {
       triple, "generic", "", options, llvm::Reloc::PIC_));
 }
 
-/// A pipelined step's module holds one lowered module per stage
-/// (dist-pipeline's @stageK, in stage order); empty otherwise.
-static SmallVector<ModuleOp> stageModules(ModuleOp module) {
+SmallVector<ModuleOp> hpc::pipelineStageModules(ModuleOp module) {
   SmallVector<ModuleOp> stages;
   for (auto nested : module.getBody()->getOps<ModuleOp>())
     if (nested->hasAttr("hpc.stage"))
@@ -64,7 +62,7 @@ static SmallVector<ModuleOp> stageModules(ModuleOp module) {
 static std::unique_ptr<llvm::Module> translate(ModuleOp module,
                                                llvm::LLVMContext &context,
                                                std::string &error) {
-  SmallVector<ModuleOp> stages = stageModules(module);
+  SmallVector<ModuleOp> stages = hpc::pipelineStageModules(module);
   if (stages.empty()) {
     auto llvmModule = translateModuleToLLVMIR(module, context, "hpc_program");
     if (!llvmModule)

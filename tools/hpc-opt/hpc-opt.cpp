@@ -588,10 +588,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     return 1;
   // The planned arena: the program's, or each pipeline stage's.
   std::string arenaText;
-  SmallVector<ModuleOp> stageModules;
-  for (auto nested : module->getBody()->getOps<ModuleOp>())
-    if (nested->hasAttr(hpc::kStageAttr))
-      stageModules.push_back(nested);
+  SmallVector<ModuleOp> stageModules = hpc::pipelineStageModules(*module);
   for (ModuleOp m : stageModules.empty() ? SmallVector<ModuleOp>{*module} : stageModules) {
     auto arena = m->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
     m->removeAttr("hpc.arena_bytes");

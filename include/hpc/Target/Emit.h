@@ -10,6 +10,7 @@
 #define HPC_TARGET_EMIT_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -20,6 +21,10 @@ namespace hpc {
 void registerTargetTranslations(mlir::DialectRegistry &registry);
 
 /// Prints the module as LLVM IR.
+/// A pipelined step's lowered stage modules (dist-pipeline's @stageK, in
+/// stage order); empty for a module of one program.
+llvm::SmallVector<mlir::ModuleOp> pipelineStageModules(mlir::ModuleOp module);
+
 mlir::LogicalResult emitLLVMIR(mlir::ModuleOp module, llvm::raw_ostream &os,
                                std::string &error);
 
