@@ -97,7 +97,9 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       return RankedTensorType::get(shape, type().getElementType());
     };
     // 1. Pending reductions not kept: reduce_scatter into a dimension that
-    // `to` splits over exactly those axes, else all_reduce.
+    // `to` splits over exactly those axes after the ones it is already
+    // split over (dp rows into dp+tp rows: each rank scatters its block),
+    // else all_reduce.
     std::vector<std::string> pending;
     for (const auto &a : from.partial)
       if (!llvm::is_contained(to.partial, a))
@@ -105,16 +107,19 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     if (!pending.empty()) {
       int64_t g = groupOf(mesh, pending);
       int64_t scatterDim = -1;
-      for (size_t d = 0; d < to.dims.size(); ++d)
-        if (to.dims[d] == pending && from.dims[d].empty() && type().getDimSize(d) % g == 0)
+      for (size_t d = 0; d < to.dims.size(); ++d) {
+        std::vector<std::string> after = from.dims[d];
+        after.insert(after.end(), pending.begin(), pending.end());
+        if (to.dims[d] == after && type().getDimSize(d) % g == 0)
           scatterDim = d;
+      }
       if (scatterDim >= 0) {
         auto out = withDim(scatterDim, type().getDimSize(scatterDim) / g);
         cur = counted(ReduceScatterOp::create(
             b, loc, out, cur, axesAttr(b, pending),
             ReductionKindAttr::get(&getContext(), ReductionKind::sum),
             b.getI64IntegerAttr(scatterDim), Attribute(), IntegerAttr(), Value()));
-        from.dims[scatterDim] = pending;
+        from.dims[scatterDim] = to.dims[scatterDim];
       } else {
         cur = counted(AllReduceOp::create(
             b, loc, type(), cur, axesAttr(b, pending),
@@ -146,15 +151,22 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
         break;
       }
     }
-    // 3. Dimensions split differently: gather whole, 4. then slice.
+    // 3. Dimensions split differently: gather whole (or only over the
+    // trailing axes where `to` keeps the leading ones: dp+tp rows into dp
+    // rows), 4. then slice.
     for (size_t d = 0; d < from.dims.size(); ++d) {
       if (from.dims[d].empty() || from.dims[d] == to.dims[d])
         continue;
-      int64_t g = groupOf(mesh, from.dims[d]);
+      std::vector<std::string> kept;
+      if (to.dims[d].size() < from.dims[d].size() &&
+          std::equal(to.dims[d].begin(), to.dims[d].end(), from.dims[d].begin()))
+        kept = to.dims[d];
+      std::vector<std::string> gathered(from.dims[d].begin() + kept.size(), from.dims[d].end());
+      int64_t g = groupOf(mesh, gathered);
       cur = counted(AllGatherOp::create(b, loc, withDim(d, type().getDimSize(d) * g), cur,
-                                        axesAttr(b, from.dims[d]), b.getI64IntegerAttr(d),
+                                        axesAttr(b, gathered), b.getI64IntegerAttr(d),
                                         Attribute()));
-      from.dims[d].clear();
+      from.dims[d] = kept;
     }
     for (size_t d = 0; d < to.dims.size(); ++d) {
       if (to.dims[d].empty() || from.dims[d] == to.dims[d])

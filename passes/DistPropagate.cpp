@@ -113,6 +113,9 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
   llvm::DenseSet<Value> weightDerived;
   /// Explicit --shard seeds for weights (adopted like activation shardings).
   llvm::DenseMap<Value, Sharding> weightSeeds;
+  /// Values whose tp split is sequence parallelism's (along the sequence),
+  /// not tensor parallelism's (along features or heads).
+  llvm::DenseSet<Value> sequenceSplit;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -548,8 +551,9 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
               !isBroadcastDim(operand, d))
             heldWhole.insert(f);
     llvm::StringSet<> used;
-    auto assign = [&](int64_t f, const std::vector<std::string> &axes) {
-      if (f < 0 || axes.empty() || !factorAxes[f].empty() || heldWhole.contains(f) ||
+    auto assign = [&](int64_t f, const std::vector<std::string> &axes, bool evenIfWhole = false) {
+      if (f < 0 || axes.empty() || !factorAxes[f].empty() ||
+          (heldWhole.contains(f) && !evenIfWhole) ||
           rule.factors[f].kind == hpc::FactorKind::NeedsReplication)
         return;
       for (const auto &a : axes)
@@ -561,11 +565,52 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       for (const auto &a : axes)
         used.insert(a);
     };
+    // Sequence parallelism: a contraction takes a sequence-split operand
+    // gathered over tp (Megatron-LM's all_gather before a column-parallel
+    // product; a weight gradient's activation gathered alike), so tensor
+    // parallelism decides its tp split; other ops follow it.
+    bool sequence = megatron && sequenceParallel;
+    bool followsSequence = false;
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
-      if (const Sharding *s = incoming(operand))
-        for (auto [d, f] : llvm::enumerate(rule.operandDims[i]))
-          if (d < s->dims.size())
-            assign(f, s->dims[d]);
+      if (const Sharding *s = incoming(operand)) {
+        bool split = sequence && sequenceSplit.contains(operand);
+        for (auto [d, f] : llvm::enumerate(rule.operandDims[i])) {
+          if (d >= s->dims.size())
+            continue;
+          std::vector<std::string> axes = s->dims[d];
+          if (split && isContraction(op))
+            llvm::erase(axes, "tp");
+          // The sequence split stays (a whole partner, such as a sublayer
+          // output tensor parallelism gathered, is sliced for free) rather
+          // than the stream being gathered.
+          assign(f, axes, /*evenIfWhole=*/split && !isContraction(op));
+        }
+        followsSequence |= split && !isContraction(op);
+      }
+    // Where the stream that tensor parallelism runs whole on every tp rank
+    // starts (an op on graph inputs: the embedding) or is reduced (an op on
+    // a row-parallel product's partial sum), it splits the sequence
+    // instead: dimension 1 of a [batch, sequence, ...] result. Its whole
+    // operands are sliced, which is free (unlike the gather that keeping a
+    // factor whole avoids elsewhere), and its partial ones reduce-scattered.
+    auto startsStream = [&](Value v) {
+      if (isa<BlockArgument>(v))
+        return true;
+      const Sharding *s = incoming(v);
+      return s && llvm::is_contained(s->partial, "tp") && keepsPartial(v);
+    };
+    if (sequence && !isContraction(op) && !used.contains("tp") && op->getNumResults() &&
+        cast<RankedTensorType>(op->getResult(0).getType()).getRank() >= 3 &&
+        llvm::any_of(op->getOperands(), startsStream)) {
+      int64_t seq = rule.resultDims[0][1];
+      if (seq >= 0 && factorAxes[seq].empty() &&
+          rule.factors[seq].kind == hpc::FactorKind::Parallel &&
+          rule.factors[seq].size % groupOf(meshAttr, {"tp"}) == 0) {
+        factorAxes[seq] = {"tp"};
+        used.insert("tp");
+        followsSequence = true;
+      }
+    }
     // Megatron: a contraction with a weight splits its reduction factor if
     // the activation arrives split there (row parallel), else its output
     // features (column parallel).
@@ -598,6 +643,10 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         s.dims.push_back(f < 0 ? std::vector<std::string>{} : factorAxes[f]);
       s.partial = partial;
       resultAttrs.push_back(s.toAttr(ctx));
+      if (followsSequence && llvm::any_of(s.dims, [](const auto &axes) {
+            return llvm::is_contained(axes, "tp");
+          }))
+        sequenceSplit.insert(result);
       current[result] = s;
     }
     op->setAttr("dist.operand_shardings", ArrayAttr::get(ctx, operandAttrs));

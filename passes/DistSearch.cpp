@@ -160,6 +160,18 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
     space.allowExpertParallel = expertParallel;
     space.maxTP = maxTP;
     space.maxStages = maxStages;
+    space.uniformStages = uniformStages;
+    hpc::PipelineSchedule chosen;
+    if (!hpc::parsePipelineSchedule(schedule, chosen, error))
+      return fail("schedule: " + error);
+    // auto: the compiler's candidates, in its order of preference on a tie.
+    space.schedules = {chosen};
+    if (chosen.automatic) {
+      hpc::PipelineSchedule zb, gpipe;
+      zb.kind = hpc::PipelineSchedule::ZeroBubbleH1;
+      gpipe.kind = hpc::PipelineSchedule::GPipe;
+      space.schedules = {hpc::PipelineSchedule(), zb, gpipe};
+    }
     if (microBatch < 0)
       return fail("micro-batch must be positive");
     if (microBatch > 0 && o.globalBatch % microBatch)
@@ -291,7 +303,7 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
                            b.getI64IntegerAttr(plan.numMicroBatches)),
             b.getNamedAttr("num_layers", b.getI64IntegerAttr(int64_t(
                                              extracted.model.layers.size()))),
-            b.getNamedAttr("schedule", b.getStringAttr("1f1b")),
+            b.getNamedAttr("schedule", b.getStringAttr(hpc::pipelineScheduleName(plan.schedule))),
             b.getNamedAttr("dtype",
                            b.getStringAttr(dtypeName(ctx.options.dtype))),
             b.getNamedAttr("step_time_s", b.getF64FloatAttr(plan.stepTime)),
@@ -341,8 +353,7 @@ FailureOr<std::string> hpc::planMesh(ModuleOp module) {
     auto a = stage ? stage.getAs<IntegerAttr>(axis) : nullptr;
     return a ? a.getInt() : int64_t(0);
   };
-  auto sp = stage ? stage.getAs<BoolAttr>("sp") : nullptr;
-  if (!stage || size("dp") < 1 || size("tp") < 1 || size("ep") != 1 || (sp && sp.getValue()))
+  if (!stage || size("dp") < 1 || size("tp") < 1 || size("ep") != 1)
     return failure();
   // Pipeline stages first: the ranks of stage K follow those of stage K-1.
   std::string mesh;
@@ -375,6 +386,19 @@ int64_t hpc::planZero(ModuleOp module) {
   DictionaryAttr stage = uniformStage(module);
   auto zero = stage ? stage.getAs<IntegerAttr>("zero") : nullptr;
   return zero ? zero.getInt() : 0;
+}
+
+bool hpc::planSequenceParallel(ModuleOp module) {
+  DictionaryAttr stage = uniformStage(module);
+  auto sp = stage ? stage.getAs<BoolAttr>("sp") : nullptr;
+  return sp && sp.getValue();
+}
+
+std::string hpc::planSchedule(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto plan = func ? func->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+  auto schedule = plan ? plan.getAs<StringAttr>("schedule") : nullptr;
+  return schedule ? schedule.str() : "1f1b";
 }
 
 int64_t hpc::planMicroBatches(ModuleOp module) {

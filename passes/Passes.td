@@ -520,6 +520,17 @@ def DistPropagate : Pass<"dist-propagate", "mlir::ModuleOp"> {
     A fused QKV projection split on its output features (split of
     matmul(+bias) of a weight) is first rewritten into one projection per
     piece, so column parallelism needs no gather before the split.
+
+    With `sequence-parallel` (and a `tp` axis), an op that tensor
+    parallelism would run whole on every tp rank (its operands bring no
+    `tp` split: a norm, a residual add, the sum a row-parallel product
+    leaves partial) splits the sequence instead, dimension 1 of its
+    [batch, sequence, ...] result, over `tp`; ops after it follow. A
+    contraction takes such a sequence-split operand gathered over `tp` (and
+    then splits as Megatron-LM's tensor parallelism does), so the partial
+    sum after a row-parallel product becomes one reduce_scatter and the
+    input of the next column-parallel one one all_gather, where tensor
+    parallelism alone all-reduces.
   }];
   let options = [
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
@@ -529,6 +540,13 @@ def DistPropagate : Pass<"dist-propagate", "mlir::ModuleOp"> {
                "NAME=SPEC sharding seeds for graph inputs and weights">,
     Option<"presets", "presets", "bool", /*default=*/"true",
            "Apply the dp/tp presets of the mesh axes">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "With a tp axis and presets: Megatron-LM sequence parallelism; what "
+           "tensor parallelism runs whole on every tp rank (norms, residual "
+           "adds, dropout) is split along the sequence (dimension 1 of a "
+           "[batch, sequence, ...] activation) over tp, a row-parallel "
+           "product's partial sum reduce-scattered into it, gathered before "
+           "the next product">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
            "Ranks per node of the cluster the program runs on, laid node-major "
            "(ranks 0..P-1 on the first node); recorded as the module's "
@@ -1048,6 +1066,13 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
            "Largest tensor-parallel degree (0: no limit)">,
     Option<"maxStages", "max-stages", "int64_t", /*default=*/"0",
            "Most pipeline stages (0: no limit)">,
+    Option<"uniformStages", "uniform-stages", "bool", /*default=*/"false",
+           "Every pipeline stage runs the same configuration (dp, tp, sp, ep, "
+           "ZeRO, recomputation), as hpc-opt compiles plans">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Pipeline schedule the plan's stages run: 1f1b, gpipe, "
+           "interleaved:V, zb-h1, or auto (the fastest of 1f1b, zb-h1 and "
+           "gpipe that fits, as hpc-opt --pipeline-schedule=auto)">,
     Option<"method", "method", "std::string", /*default=*/"\"dp\"",
            "dp (dynamic program), exhaustive (every stage partition), "
            "brute-force (every plan; tiny models), grid (Megatron-style)">,

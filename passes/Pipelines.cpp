@@ -141,7 +141,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  int64_t zeroStage, llvm::StringRef bucketCluster,
                                  int64_t ranksPerNode, llvm::StringRef hierarchical,
                                  llvm::StringRef compress,
-                                 const GradientCodecOptions &codecOptions) {
+                                 const GradientCodecOptions &codecOptions,
+                                 bool sequenceParallel) {
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
@@ -152,6 +153,7 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
   propagate.mesh = mesh.str();
   propagate.shard = llvm::to_vector(shard);
   propagate.ranksPerNode = ranksPerNode;
+  propagate.sequenceParallel = sequenceParallel;
   pm.addPass(createDistPropagate(propagate));
   pm.addPass(createDistPartition());
   // Collectives that undo each other (slice then gather) fold away.
@@ -203,7 +205,8 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, const CompileOptions &
                          options.ranksPerNode, options.hierarchical,
                          options.train ? llvm::StringRef(options.compress) : "none",
                          {options.errorFeedback, options.codecStateBf16,
-                          options.train && options.gradientBuffersBf16});
+                          options.train && options.gradientBuffersBf16},
+                         options.sequenceParallel);
 }
 
 bool hpc::parseCompressSpec(llvm::StringRef text, CompressSpec &out, std::string &error) {

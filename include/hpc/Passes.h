@@ -26,14 +26,18 @@ namespace hpc {
 
 /// The mesh ("dp=2,tp=4", "pp=2,dp=2"; "" for one device) of the plan
 /// dist-search recorded on @main, when its stages all run the same data and
-/// tensor parallelism (what dist-pipeline, dist-propagate and
-/// dist-partition compile); failure otherwise.
+/// tensor parallelism and no expert parallelism (what dist-pipeline,
+/// dist-propagate and dist-partition compile); failure otherwise.
 mlir::FailureOr<std::string> planMesh(mlir::ModuleOp module);
 
 /// The node that ends each pipeline stage but the last of that plan (the
 /// --stage-boundaries that compile it); empty for one stage. Read on the
 /// module dist-search ran on (its ops carry the plan's stages).
 std::vector<std::string> planStageBoundaries(mlir::ModuleOp module);
+
+/// Whether that plan's stages run Megatron-LM sequence parallelism over
+/// their tp ranks (dist-propagate's sequence-parallel).
+bool planSequenceParallel(mlir::ModuleOp module);
 
 /// The ZeRO stage of that plan's stage (0 when it has none).
 int64_t planZero(mlir::ModuleOp module);
@@ -50,6 +54,10 @@ mlir::Value crossEntropyCount(mlir::Value loss);
 /// The micro-batches a step of that plan runs (its num_micro_batches; 1
 /// when the plan records none): hpc-micro-batches' count.
 int64_t planMicroBatches(mlir::ModuleOp module);
+
+/// The pipeline schedule that plan's stages run (its `schedule`, as
+/// --pipeline-schedule spells it; "1f1b" when it records none).
+std::string planSchedule(mlir::ModuleOp module);
 
 /// Pipeline tags: an op's stage (dist-pipeline-stages on the forward ops,
 /// hpc-autodiff on their gradient ops), whether it is a gradient op

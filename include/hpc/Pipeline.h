@@ -32,6 +32,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Partition over this mesh (dp=2,tp=2); empty: one rank")};
   ListOption<std::string> shard{
       *this, "shard", llvm::cl::desc("NAME=SPEC sharding seeds (with mesh)")};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With a tp axis in mesh: Megatron-LM sequence parallelism (what tp "
+                     "runs whole on every rank is split along the sequence over tp; "
+                     "dist-propagate)"),
+      llvm::cl::init(false)};
   Option<bool> asyncCollectives{
       *this, "async-collectives",
       llvm::cl::desc("With mesh: start collectives early, wait at first use"),
@@ -227,7 +233,8 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                             int64_t zeroStage = 0, llvm::StringRef bucketCluster = "",
                             int64_t ranksPerNode = 0, llvm::StringRef hierarchical = "auto",
                             llvm::StringRef compress = "none",
-                            const GradientCodecOptions &codec = {});
+                            const GradientCodecOptions &codec = {},
+                            bool sequenceParallel = false);
 
 /// The distributed part of a compile with `options`: its mesh and seeds, and
 /// for a train step the gradient buckets (`bucketMb`) and their overlap

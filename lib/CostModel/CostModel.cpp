@@ -288,8 +288,14 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     const Layer &l = ctx.model->layers[r.layer];
     double n = double(r.count);
     double fwd = 0;
-    for (const Gemm &g : l.gemms)
-      fwd += gemmTime(ctx, g, cfg, samples, peak, eb);
+    for (const Gemm &g : l.gemms) {
+      double time = gemmTime(ctx, g, cfg, samples, peak, eb);
+      fwd += time;
+      // A product with a weight has a weight gradient of its own size; an
+      // activation x activation product (attention) only input gradients.
+      if (!g.scalesBatch)
+        s.weightGrad += n * time;
+    }
     fwd += (l.otherElemsReplicated / spDiv + l.otherElemsSharded / tp) *
            samples * eb / memBw;
     fwd += l.kernels * eff.kernelOverhead;

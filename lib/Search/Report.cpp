@@ -101,7 +101,9 @@ std::string hpc::search::formatPlanTable(const CostContext &ctx,
      << (plan.stages.size() == 1 ? "" : "s") << " x " << plan.devicesPerStage
      << " devices (" << plan.devicesUsed << " used), micro-batch "
      << plan.microBatch << " x " << plan.numMicroBatches
-     << " per step, 1F1B\n";
+     << " per step"
+     << (plan.stages.size() > 1 ? ", schedule " + pipelineScheduleName(plan.schedule) : "")
+     << "\n";
   os << llvm::format("%5s  %-9s  %-28s  %-11s %4s %4s %3s %3s %4s %3s %10s %10s\n",
                      "stage", "layers", "kinds", "devices", "dp", "tp", "sp",
                      "ep", "zero", "rc", "t/micro", "memory");
@@ -144,7 +146,7 @@ std::string hpc::search::formatPlanTable(const CostContext &ctx,
        << formatBytes(pc.weights) << ", gradients " << formatBytes(pc.grads)
        << ", optimizer " << formatBytes(pc.optimizerStates)
        << ", activations " << formatBytes(pc.activationsPerMicroBatch)
-       << " x " << peak->inFlight << " in flight, workspace "
+       << " x " << llvm::format("%g", peak->inFlight) << " in flight, workspace "
        << formatBytes(pc.workspace) << ")\n";
   }
   return out;
@@ -191,7 +193,7 @@ static llvm::json::Object planJSON(const CostContext &ctx, const Plan &plan) {
                             {"per_step_s", c.perStep}}}});
   }
   return llvm::json::Object{
-      {"schedule", "1f1b"},
+      {"schedule", pipelineScheduleName(plan.schedule)},
       {"micro_batch", plan.microBatch},
       {"num_micro_batches", plan.numMicroBatches},
       {"devices_per_stage", plan.devicesPerStage},

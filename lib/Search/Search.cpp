@@ -9,14 +9,17 @@
 //    layers [i, L) as the last k stages; a stage [i, j) with option o extends
 //    each entry (s, q) of F(k-1, j) to (t_o + s, max(q_o, q)). The answer is
 //    min over F(S, 0) of s + q. Dominated entries cannot lead to a better
-//    objective, since both terms only grow as stages are added.
+//    objective, since both terms only grow as stages are added. Under a
+//    pipeline schedule other than 1F1B, t is the stage's fill term and q
+//    its steady term (ScheduleModel); each schedule of the space is a
+//    subproblem of its own.
 //  - searchExhaustive: every partition; for a partition, every threshold Q
 //    among the stages' q values, each stage independently takes its fastest
 //    option with q <= Q. The tuple with the optimal objective is among those
 //    (take Q = its max q: each stage's choice is no slower, max q no larger).
 //  - searchBruteForce: every option of every stage of every partition.
 //
-// All three add stage times in the same order (objective()), so the optima
+// All three add stage times in the same order (scheduleObjective()), so the optima
 // agree exactly, not just within rounding.
 //
 //===----------------------------------------------------------------------===//
@@ -48,6 +51,96 @@ double hpc::search::objective(const std::vector<double> &t,
   for (size_t s = 0; s < t.size(); ++s)
     maxQ = std::max(maxQ, stageQ(t[s], e[s], m));
   return sum + maxQ;
+}
+
+double hpc::search::scheduleObjective(const std::vector<double> &fill,
+                                      const std::vector<double> &steady) {
+  double sum = 0, maxQ = -kInf;
+  for (size_t s = fill.size(); s-- > 0;)
+    sum = fill[s] + sum;
+  for (double q : steady)
+    maxQ = std::max(maxQ, q);
+  return sum + maxQ;
+}
+
+//===----------------------------------------------------------------------===//
+// Pipeline schedules
+//===----------------------------------------------------------------------===//
+
+ScheduleModel::ScheduleModel(const PipelineSchedule &schedule, int S, int64_t m)
+    : schedule(schedule), S(S), m(m), inFlight(size_t(S), 0.0) {
+  if (!runs())
+    return;
+  double chunk = 1.0 / double(schedule.chunks);
+  for (int s = 0; s < S; ++s) {
+    double held = 0;
+    for (const PipelineBlock &b : pipelineBlocks(schedule, s, S, m)) {
+      bool frees = schedule.kind == PipelineSchedule::ZeroBubbleH1
+                       ? b.phase == PipelineBlock::W
+                       : b.phase == PipelineBlock::B;
+      if (b.phase == PipelineBlock::F)
+        held += chunk;
+      else if (frees)
+        held -= chunk;
+      inFlight[size_t(s)] = std::max(inFlight[size_t(s)], held);
+    }
+  }
+}
+
+bool ScheduleModel::runs() const {
+  return schedule.kind != PipelineSchedule::Interleaved || m % S == 0;
+}
+
+bool ScheduleModel::fitsLayers(int layers) const {
+  return schedule.kind != PipelineSchedule::Interleaved || layers >= schedule.chunks;
+}
+
+/// Interleaved: a rank's V chunks each send and receive.
+static double interleavedTime(const StageCost &c, int64_t chunks) {
+  return c.perMicroBatch + double(chunks - 1) * c.p2p;
+}
+
+double ScheduleModel::fill(const StageCost &c) const {
+  switch (schedule.kind) {
+  case PipelineSchedule::Interleaved:
+    return interleavedTime(c, schedule.chunks) / double(schedule.chunks);
+  case PipelineSchedule::ZeroBubbleH1:
+    if (m >= S)
+      return c.perMicroBatch - 2 * c.weightGrad;
+    [[fallthrough]];
+  default:
+    return c.perMicroBatch;
+  }
+}
+
+double ScheduleModel::steady(const StageCost &c) const {
+  switch (schedule.kind) {
+  case PipelineSchedule::Interleaved:
+    return (double(m) - 1.0 / double(schedule.chunks)) *
+               interleavedTime(c, schedule.chunks) +
+           c.perStep;
+  case PipelineSchedule::ZeroBubbleH1:
+    if (m >= S)
+      return stageQ(c.perMicroBatch, c.perStep, m) + 2 * c.weightGrad;
+    [[fallthrough]];
+  default:
+    return stageQ(c.perMicroBatch, c.perStep, m);
+  }
+}
+
+/// The schedules S stages of m micro-batches can run: one stage runs its
+/// micro-batches one after the other (1F1B's order, one in flight).
+static std::vector<ScheduleModel> scheduleModels(const SearchSpace &space, int S,
+                                                 int64_t m) {
+  std::vector<ScheduleModel> models;
+  if (S == 1) {
+    models.emplace_back(PipelineSchedule(), S, m);
+    return models;
+  }
+  for (const PipelineSchedule &schedule : space.schedules)
+    if (ScheduleModel model(schedule, S, m); model.runs())
+      models.push_back(std::move(model));
+  return models;
 }
 
 //===----------------------------------------------------------------------===//
@@ -108,6 +201,19 @@ std::vector<StageConfig> hpc::search::stageConfigs(const CostContext &ctx,
     }
   }
   return configs;
+}
+
+/// The configurations the stages of one plan choose from: all of them, or
+/// under uniformStages one at a time (every stage runs the same one).
+static std::vector<std::vector<StageConfig>>
+configGroups(const CostContext &ctx, const SearchSpace &space, int64_t devices) {
+  std::vector<StageConfig> all = stageConfigs(ctx, space, devices);
+  if (!space.uniformStages)
+    return {all};
+  std::vector<std::vector<StageConfig>> groups;
+  for (const StageConfig &c : all)
+    groups.push_back({c});
+  return groups;
 }
 
 std::vector<int64_t> hpc::search::microBatchSizes(const CostContext &ctx,
@@ -250,9 +356,10 @@ struct Choice {
 };
 
 Plan makePlan(const CostContext &ctx, const std::vector<Choice> &choices,
-              int64_t microBatch, int64_t n) {
+              int64_t microBatch, int64_t n, const PipelineSchedule &schedule) {
   Plan plan;
   plan.valid = true;
+  plan.schedule = schedule;
   plan.microBatch = microBatch;
   plan.numMicroBatches = ctx.options.globalBatch / microBatch;
   plan.devicesPerStage = n;
@@ -307,12 +414,11 @@ void paretoPrune(std::vector<Entry> &v) {
   v.swap(kept);
 }
 
-/// Runs the DP for one (S, n, b); improves `best` / `bestChoices`.
+/// Runs the DP for one (S, n, b, schedule); improves `best` / `bestChoices`.
 void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
-                  int64_t n, int64_t b, double &best,
+                  int64_t n, const ScheduleModel &model, double &best,
                   std::vector<Choice> &bestChoices, SearchStats *stats) {
   int L = int(ctx.model->layers.size());
-  int64_t m = ctx.options.globalBatch / b;
   double limit = limitOf(ctx);
   // F[k][i]: suffix [i, L) as the last k stages.
   std::vector<std::vector<std::vector<Entry>>> F(
@@ -326,20 +432,20 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
   for (int k = 1; k <= S; ++k) {
     int s = S - k;
     StagePlace place = stagePlace(*ctx.cluster, s, S, n);
-    int64_t inFlight = std::min<int64_t>(k, m);
+    double inFlight = model.inFlight[size_t(s)];
     int iLo = k == S ? 0 : s, iHi = k == S ? 0 : L - k;
     for (int i = iLo; i <= iHi; ++i) {
       std::vector<Entry> &out = F[k][i];
       int jLo = k == 1 ? L : i + 1, jHi = k == 1 ? L : L - (k - 1);
       for (int j = jLo; j <= jHi; ++j) {
         const std::vector<Entry> &next = F[k - 1][j];
-        if (next.empty())
+        if (next.empty() || !model.fitsLayers(j - i))
           continue;
         const std::vector<Option> &opts = cache.get(i, j, place);
         cands.clear();
         for (const Option &o : opts)
           if (o.cost.memory(inFlight) <= limit)
-            cands.push_back({o.t, stageQ(o.t, o.e, m), &o});
+            cands.push_back({model.fill(o.cost), model.steady(o.cost), &o});
         if (cands.empty())
           continue;
         // Pareto-minimal options only.
@@ -399,27 +505,35 @@ Plan hpc::search::searchDP(const CostContext &ctx, const SearchSpace &space,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
+    PipelineSchedule bestSchedule;
     // The best plan's choices point into its options: keep that cache.
     std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
-      std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
+      for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
         auto cache = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
-        double before = best;
-        std::vector<Choice> choices;
-        dpSubproblem(ctx, *cache, S, n, b, best, choices, stats);
-        if (stats)
-          ++stats->subproblems;
-        if (best < before) {
-          bestChoices = choices;
-          bestCache = std::move(cache);
-          bestB = b;
-          bestN = n;
+        bool improved = false;
+        for (const ScheduleModel &model :
+             scheduleModels(space, S, ctx.options.globalBatch / b)) {
+          double before = best;
+          std::vector<Choice> choices;
+          dpSubproblem(ctx, *cache, S, n, model, best, choices, stats);
+          if (stats)
+            ++stats->subproblems;
+          if (best < before) {
+            bestChoices = choices;
+            bestSchedule = model.schedule;
+            bestB = b;
+            bestN = n;
+            improved = true;
+          }
         }
+        if (improved)
+          bestCache = std::move(cache);
       }
     }
     if (best < kInf) {
-      plan = makePlan(ctx, bestChoices, bestB, bestN);
+      plan = makePlan(ctx, bestChoices, bestB, bestN, bestSchedule);
       break;
     }
   }
@@ -472,17 +586,22 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
+    PipelineSchedule bestSchedule;
     std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
-      std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
+      for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
         auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
         OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
         double before = best;
+        for (const ScheduleModel &model : scheduleModels(space, S, m))
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {
           if (stats)
             ++stats->partitions;
+          for (int s = 0; s < S; ++s)
+            if (!model.fitsLayers(bounds[s + 1] - bounds[s]))
+              return;
           // Per stage: feasible options sorted by q, with the fastest option
           // among each prefix.
           struct Stage {
@@ -493,11 +612,11 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
           std::vector<double> allQ;
           for (int s = 0; s < S; ++s) {
             StagePlace place = stagePlace(*ctx.cluster, s, S, n);
-            int64_t inFlight = std::min<int64_t>(S - s, m);
+            double inFlight = model.inFlight[size_t(s)];
             std::vector<std::pair<double, const Option *>> byQ;
             for (const Option &o : cache.get(bounds[s], bounds[s + 1], place))
               if (o.cost.memory(inFlight) <= limit)
-                byQ.push_back({stageQ(o.t, o.e, m), &o});
+                byQ.push_back({model.steady(o.cost), &o});
             if (byQ.empty())
               return;
             std::stable_sort(byQ.begin(), byQ.end(),
@@ -506,7 +625,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
                              });
             const Option *fast = nullptr;
             for (auto &[q, o] : byQ) {
-              if (!fast || o->t < fast->t)
+              if (!fast || model.fill(o->cost) < model.fill(fast->cost))
                 fast = o;
               stages[s].q.push_back(q);
               stages[s].fastest.push_back(fast);
@@ -515,7 +634,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
           }
           std::sort(allQ.begin(), allQ.end());
           allQ.erase(std::unique(allQ.begin(), allQ.end()), allQ.end());
-          std::vector<double> t(S), e(S);
+          std::vector<double> fill(S), steady(S);
           std::vector<const Option *> chosen(S);
           for (double Q : allQ) {
             if (Q >= best)
@@ -529,12 +648,12 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
                 break;
               }
               chosen[s] = st.fastest[size_t(it - st.q.begin()) - 1];
-              t[s] = chosen[s]->t;
-              e[s] = chosen[s]->e;
+              fill[s] = model.fill(chosen[s]->cost);
+              steady[s] = model.steady(chosen[s]->cost);
             }
             if (!ok)
               continue;
-            double J = objective(t, e, m);
+            double J = scheduleObjective(fill, steady);
             if (J < best) {
               best = J;
               bestChoices.clear();
@@ -542,6 +661,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
                 bestChoices.push_back({bounds[s], bounds[s + 1], chosen[s]});
               bestB = b;
               bestN = n;
+              bestSchedule = model.schedule;
             }
           }
         });
@@ -550,7 +670,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
       }
     }
     if (best < kInf) {
-      plan = makePlan(ctx, bestChoices, bestB, bestN);
+      plan = makePlan(ctx, bestChoices, bestB, bestN, bestSchedule);
       break;
     }
   }
@@ -577,17 +697,22 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
     double best = kInf;
     std::vector<Choice> bestChoices;
     int64_t bestB = 0, bestN = 0;
+    PipelineSchedule bestSchedule;
     std::unique_ptr<OptionCache> bestCache;
     for (auto [S, n] : group) {
-      std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
+      for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
         auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
         OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
         double before = best;
+        for (const ScheduleModel &model : scheduleModels(space, S, m))
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {
           if (tooLarge)
             return;
+          for (int s = 0; s < S; ++s)
+            if (!model.fitsLayers(bounds[s + 1] - bounds[s]))
+              return;
           std::vector<std::vector<const Option *>> opts(S);
           for (int s = 0; s < S; ++s) {
             StagePlace place = stagePlace(*ctx.cluster, s, S, n);
@@ -597,7 +722,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
               return;
           }
           std::vector<size_t> idx(S, 0);
-          std::vector<double> t(S), e(S);
+          std::vector<double> fill(S), steady(S);
           while (true) {
             if (++plans > maxPlans) {
               tooLarge = true;
@@ -606,12 +731,12 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
             bool fits = true;
             for (int s = 0; s < S; ++s) {
               const Option *o = opts[s][idx[s]];
-              fits &= o->cost.memory(std::min<int64_t>(S - s, m)) <= limit;
-              t[s] = o->t;
-              e[s] = o->e;
+              fits &= o->cost.memory(model.inFlight[size_t(s)]) <= limit;
+              fill[s] = model.fill(o->cost);
+              steady[s] = model.steady(o->cost);
             }
             if (fits) {
-              double J = objective(t, e, m);
+              double J = scheduleObjective(fill, steady);
               if (J < best) {
                 best = J;
                 bestChoices.clear();
@@ -620,6 +745,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
                       {bounds[s], bounds[s + 1], opts[s][idx[s]]});
                 bestB = b;
                 bestN = n;
+                bestSchedule = model.schedule;
               }
             }
             int s = S - 1;
@@ -640,7 +766,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
     if (tooLarge)
       break;
     if (best < kInf) {
-      plan = makePlan(ctx, bestChoices, bestB, bestN);
+      plan = makePlan(ctx, bestChoices, bestB, bestN, bestSchedule);
       break;
     }
   }
@@ -661,10 +787,11 @@ double hpc::search::minimumMemory(const CostContext &ctx,
   double best = kInf;
   for (const auto &group : shapeGroups(ctx, space))
     for (auto [S, n] : group) {
-      std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
+      for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : microBatchSizes(ctx, space)) {
         OptionCache cache(ctx, keys, configs, b, nullptr);
         int64_t m = ctx.options.globalBatch / b;
+        for (const ScheduleModel &model : scheduleModels(space, S, m)) {
         // G[k][i]: least max memory running [i, L) as the last k stages.
         std::vector<std::vector<double>> G(S + 1,
                                            std::vector<double>(L + 1, kInf));
@@ -672,12 +799,12 @@ double hpc::search::minimumMemory(const CostContext &ctx,
         for (int k = 1; k <= S; ++k) {
           int s = S - k;
           StagePlace place = stagePlace(*ctx.cluster, s, S, n);
-          int64_t inFlight = std::min<int64_t>(k, m);
+          double inFlight = model.inFlight[size_t(s)];
           int iLo = k == S ? 0 : s, iHi = k == S ? 0 : L - k;
           for (int i = iLo; i <= iHi; ++i) {
             int jLo = k == 1 ? L : i + 1, jHi = k == 1 ? L : L - (k - 1);
             for (int j = jLo; j <= jHi; ++j) {
-              if (G[k - 1][j] == kInf)
+              if (G[k - 1][j] == kInf || !model.fitsLayers(j - i))
                 continue;
               for (const Option &o : cache.get(i, j, place))
                 G[k][i] = std::min(G[k][i], std::max(o.cost.memory(inFlight),
@@ -686,6 +813,7 @@ double hpc::search::minimumMemory(const CostContext &ctx,
           }
         }
         best = std::min(best, G[S][0]);
+        }
       }
     }
   return best;
@@ -698,18 +826,20 @@ double hpc::search::minimumMemoryExhaustive(const CostContext &ctx,
   double best = kInf;
   for (const auto &group : shapeGroups(ctx, space))
     for (auto [S, n] : group) {
-      std::vector<StageConfig> configs = stageConfigs(ctx, space, n);
+      for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : microBatchSizes(ctx, space)) {
         OptionCache cache(ctx, keys, configs, b, nullptr);
         int64_t m = ctx.options.globalBatch / b;
+        for (const ScheduleModel &model : scheduleModels(space, S, m))
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {
           double worst = -kInf;
           for (int s = 0; s < S; ++s) {
+            if (!model.fitsLayers(bounds[s + 1] - bounds[s]))
+              return;
             StagePlace place = stagePlace(*ctx.cluster, s, S, n);
             double least = kInf;
             for (const Option &o : cache.get(bounds[s], bounds[s + 1], place))
-              least = std::min(least,
-                               o.cost.memory(std::min<int64_t>(S - s, m)));
+              least = std::min(least, o.cost.memory(model.inFlight[size_t(s)]));
             worst = std::max(worst, least);
           }
           best = std::min(best, worst);
@@ -857,6 +987,7 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
       continue;
     }
     int64_t m = ctx.options.globalBatch / b;
+    for (const ScheduleModel &model : scheduleModels(space, S, m))
     for (const StageConfig &cfg : stageConfigs(ctx, space, n)) {
       if (cfg.tp != tp || cfg.dp != dp)
         continue;
@@ -865,10 +996,16 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
           (knobs.sp >= 0 && int(cfg.sp) != knobs.sp) ||
           (knobs.recompute >= 0 && int(cfg.recompute) != knobs.recompute))
         continue;
-      std::vector<double> t(S), e(S);
+      std::vector<double> fill(S), steady(S);
       double worst = 0;
       bool valid = true;
       for (int s = 0; s < S && valid; ++s) {
+        if (!model.fitsLayers(ranges[s].second - ranges[s].first)) {
+          problem = "a stage has fewer layers than " + pipelineScheduleName(model.schedule) +
+                    " has chunks";
+          valid = false;
+          break;
+        }
         std::vector<LayerRun> runs;
         for (int l = ranges[s].first; l < ranges[s].second; ++l) {
           if (!runs.empty() &&
@@ -888,20 +1025,21 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
         }
         StageCost c = evaluateStage(ctx, runs, cfg, b,
                                     stagePlace(*ctx.cluster, s, S, n));
-        t[s] = c.perMicroBatch;
-        e[s] = c.perStep;
-        worst = std::max(worst, c.memory(std::min<int64_t>(S - s, m)));
+        fill[s] = model.fill(c);
+        steady[s] = model.steady(c);
+        worst = std::max(worst, c.memory(model.inFlight[size_t(s)]));
       }
       if (!valid)
         continue;
       leastMemory = std::min(leastMemory, worst);
       if (worst > limit)
         continue;
-      double J = objective(t, e, m);
+      double J = scheduleObjective(fill, steady);
       if (J < best.stepTime) {
         best = Plan();
         best.valid = true;
         best.stepTime = J;
+        best.schedule = model.schedule;
         best.microBatch = b;
         best.numMicroBatches = m;
         best.devicesPerStage = n;
@@ -986,6 +1124,7 @@ Plan hpc::search::gridSearchMegatron(const CostContext &ctx,
   grid.zeroStages = {*std::min_element(space.zeroStages.begin(),
                                        space.zeroStages.end())};
   grid.allowSequenceParallel = false;
+  grid.schedules = {PipelineSchedule()}; // Megatron-LM's 1F1B
   Plan best;
   best.stepTime = kInf;
   for (int64_t tp = 1; tp <= N; ++tp) {
@@ -1025,7 +1164,8 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
   int S = int(plan.stages.size());
   int64_t m = plan.numMicroBatches;
   int64_t n = plan.devicesPerStage;
-  std::vector<double> t(S), e(S);
+  ScheduleModel model(S == 1 ? PipelineSchedule() : plan.schedule, S, m);
+  std::vector<double> fill(S), steady(S);
   plan.peakMemory = 0;
   for (int s = 0; s < S; ++s) {
     StagePlan &sp = plan.stages[s];
@@ -1041,24 +1181,28 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
                             stagePlace(c, s, S, n));
     sp.firstDevice = int64_t(s) * n;
     sp.numDevices = n;
-    sp.inFlight = std::min<int64_t>(S - s, m);
+    sp.inFlight = model.inFlight[size_t(s)];
     sp.memory = sp.cost.memory(sp.inFlight);
     plan.peakMemory = std::max(plan.peakMemory, sp.memory);
-    t[s] = sp.cost.perMicroBatch;
-    e[s] = sp.cost.perStep;
+    fill[s] = model.fill(sp.cost);
+    steady[s] = model.steady(sp.cost);
   }
   plan.devicesUsed = n * S;
-  plan.stepTime = objective(t, e, m);
+  plan.stepTime = scheduleObjective(fill, steady);
   int b = 0;
   for (int s = 1; s < S; ++s)
-    if (stageQ(t[s], e[s], m) > stageQ(t[b], e[b], m))
+    if (steady[s] > steady[b])
       b = s;
   plan.bottleneck = b;
   const StageCost &bc = plan.stages[b].cost;
   double M = double(m);
+  // Interleaved: every chunk sends.
+  double sends = model.schedule.kind == PipelineSchedule::Interleaved
+                     ? double(model.schedule.chunks)
+                     : 1.0;
   plan.compute = M * bc.compute + bc.optimizer;
   plan.exposedComm =
-      M * (bc.tpComm + bc.moeComm + bc.zeroComm + bc.p2p) + bc.gradSync;
+      M * (bc.tpComm + bc.moeComm + bc.zeroComm + sends * bc.p2p) + bc.gradSync;
   plan.bubble = std::max(0.0, plan.stepTime - plan.compute - plan.exposedComm);
   double B = double(ctx.options.globalBatch);
   plan.samplesPerSecond = B / plan.stepTime;

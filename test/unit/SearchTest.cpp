@@ -162,6 +162,20 @@ Instance randomInstance(std::mt19937_64 &rng, int maxLayers, int maxDevices) {
   s.allowExpertParallel = coin(rng, 0.7);
   s.maxTP = pick(rng, {0, 0, 1, 2, 4});
   s.maxStages = pick(rng, {0, 0, 0, 2, 3, 5});
+  s.uniformStages = coin(rng, 0.2);
+  // Pipeline schedules: 1F1B alone (the default), or a random set.
+  if (coin(rng, 0.5)) {
+    s.schedules.clear();
+    for (const char *name : {"1f1b", "zb-h1", "gpipe", "interleaved:2"})
+      if (coin(rng, 0.5)) {
+        hpc::PipelineSchedule schedule;
+        std::string error;
+        hpc::parsePipelineSchedule(name, schedule, error);
+        s.schedules.push_back(schedule);
+      }
+    if (s.schedules.empty())
+      s.schedules.push_back(hpc::PipelineSchedule());
+  }
   if (coin(rng, 0.15)) {
     std::vector<int64_t> divisors;
     for (int64_t b = 1; b <= in.options.globalBatch; ++b)
@@ -192,24 +206,44 @@ void maybeLimit(std::mt19937_64 &rng, Instance &in) {
 }
 
 /// Checks a plan's internal consistency: memory within the limit, the
-/// objective recomputed from its stages.
-void checkPlan(const CostContext &ctx, const Plan &plan) {
+/// objective recomputed from its stages under its schedule, a schedule the
+/// space allows.
+void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &plan) {
   ASSERT_TRUE(plan.valid);
-  std::vector<double> t, e;
+  int S = int(plan.stages.size());
+  ScheduleModel model(plan.schedule, S, plan.numMicroBatches);
+  std::vector<double> t, e, fill, steady;
   int64_t devices = 0;
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    const StagePlan &sp = plan.stages[s];
+  for (int s = 0; s < S; ++s) {
+    const StagePlan &sp = plan.stages[size_t(s)];
     EXPECT_LE(sp.memory, ctx.memoryLimit());
     EXPECT_EQ(sp.config.dp * sp.config.tp, plan.devicesPerStage);
-    EXPECT_EQ(sp.firstLayer, s == 0 ? 0 : plan.stages[s - 1].endLayer);
+    EXPECT_EQ(sp.firstLayer, s == 0 ? 0 : plan.stages[size_t(s) - 1].endLayer);
+    EXPECT_TRUE(model.fitsLayers(sp.endLayer - sp.firstLayer));
+    EXPECT_EQ(sp.inFlight, model.inFlight[size_t(s)]);
     t.push_back(sp.cost.perMicroBatch);
     e.push_back(sp.cost.perStep);
+    fill.push_back(model.fill(sp.cost));
+    steady.push_back(model.steady(sp.cost));
     devices += sp.numDevices;
   }
   EXPECT_EQ(plan.stages.back().endLayer, int(ctx.model->layers.size()));
+  if (space.uniformStages)
+    for (const StagePlan &sp : plan.stages)
+      EXPECT_TRUE(sp.config == plan.stages[0].config);
   EXPECT_EQ(devices, plan.devicesUsed);
   EXPECT_LE(plan.devicesUsed, ctx.cluster->numDevices());
-  EXPECT_EQ(objective(t, e, plan.numMicroBatches), plan.stepTime);
+  EXPECT_EQ(scheduleObjective(fill, steady), plan.stepTime);
+  if (S > 1) {
+    EXPECT_TRUE(model.runs());
+    EXPECT_TRUE(llvm::any_of(space.schedules, [&](const hpc::PipelineSchedule &x) {
+      return x.kind == plan.schedule.kind && x.chunks == plan.schedule.chunks;
+    }));
+  }
+  // 1F1B and GPipe: the textbook objective.
+  if (S == 1 || plan.schedule.kind == hpc::PipelineSchedule::OneFOneB ||
+      plan.schedule.kind == hpc::PipelineSchedule::GPipe)
+    EXPECT_EQ(objective(t, e, plan.numMicroBatches), plan.stepTime);
   EXPECT_EQ(plan.microBatch * plan.numMicroBatches, ctx.options.globalBatch);
   EXPECT_NEAR(plan.compute + plan.exposedComm + plan.bubble, plan.stepTime,
               1e-9 * plan.stepTime);
@@ -221,7 +255,7 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
   std::mt19937_64 rng(20240611);
   int compared = 0, withLimit = 0, withoutLimit = 0, infeasible = 0,
       moe = 0, twelveLayers = 0, sixteenDevices = 0, pipelined = 0,
-      mixedConfigs = 0;
+      mixedConfigs = 0, otherSchedules = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     Instance in = randomInstance(rng, 12, 16);
     maybeLimit(rng, in);
@@ -241,9 +275,11 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
     // The same optimum, exactly (both add stage times in one order).
     EXPECT_EQ(dp.stepTime, ex.stepTime) << "trial " << trial;
     EXPECT_EQ(dp.devicesUsed, ex.devicesUsed) << "trial " << trial;
-    checkPlan(ctx, dp);
-    checkPlan(ctx, ex);
+    checkPlan(ctx, in.space, dp);
+    checkPlan(ctx, in.space, ex);
     pipelined += dp.stages.size() > 1;
+    otherSchedules += dp.stages.size() > 1 &&
+                      dp.schedule.kind != hpc::PipelineSchedule::OneFOneB;
     for (const StagePlan &s : dp.stages)
       if (!(s.config == dp.stages[0].config)) {
         ++mixedConfigs;
@@ -260,11 +296,12 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
   EXPECT_GE(sixteenDevices, 60);
   EXPECT_GE(pipelined, 300);
   EXPECT_GE(mixedConfigs, 40);
+  EXPECT_GE(otherSchedules, 50);
   std::printf("compared %d (limit %d, none %d, infeasible %d, moe %d, "
               "12 layers %d, 16 devices %d, pipelined %d, mixed stage "
-              "configs %d)\n",
+              "configs %d, zb-h1/gpipe/interleaved plans %d)\n",
               compared, withLimit, withoutLimit, infeasible, moe, twelveLayers,
-              sixteenDevices, pipelined, mixedConfigs);
+              sixteenDevices, pipelined, mixedConfigs, otherSchedules);
 }
 
 TEST(SearchTest, ExhaustiveEqualsBruteForceOnTinyInstances) {
@@ -323,6 +360,74 @@ TEST(SearchTest, ObjectiveIsOneF1BWithBubble) {
   EXPECT_DOUBLE_EQ(objective({1, 3, 2}, {0, 0, 0}, 10), 6 + 9 * 3);
   // A stage with a large per-step term can be the bottleneck.
   EXPECT_DOUBLE_EQ(objective({1, 1}, {0, 100}, 10), 2 + 109);
+}
+
+TEST(SearchTest, ScheduleModelsAreTheReplayedSchedules) {
+  // Equal stages of F = 1, B = 1, W = 0.5 per micro-batch (t = 2.5; under
+  // interleaved:V each chunk a V-th of it) and 0.25 once per step: the
+  // model's J is the step time of the compiler's block order replayed,
+  // and its in-flight counts are the textbook ones.
+  const double F = 1, B = 1, W = 0.5, e = 0.25;
+  StageCost c;
+  c.compute = c.perMicroBatch = F + B + W;
+  c.weightGrad = W;
+  c.perStep = c.optimizer = e;
+  int checked = 0;
+  for (const char *name : {"gpipe", "1f1b", "interleaved:2", "zb-h1"})
+    for (int S : {2, 4})
+      for (int64_t m : {int64_t(S), int64_t(2 * S), int64_t(8)}) {
+        hpc::PipelineSchedule schedule;
+        std::string error;
+        ASSERT_TRUE(hpc::parsePipelineSchedule(name, schedule, error));
+        ScheduleModel model(schedule, S, m);
+        ASSERT_TRUE(model.runs()) << name;
+        bool zb = schedule.kind == hpc::PipelineSchedule::ZeroBubbleH1;
+        double V = double(schedule.chunks);
+        llvm::SmallVector<llvm::SmallVector<hpc::PipelineBlock>> lists;
+        for (int r = 0; r < S; ++r)
+          lists.push_back(hpc::pipelineBlocks(schedule, r, S, m));
+        auto cost = [&](int64_t, const hpc::PipelineBlock &b) {
+          double whole = b.phase == hpc::PipelineBlock::F   ? F
+                         : b.phase == hpc::PipelineBlock::W ? W
+                         : zb                               ? B
+                                                            : B + W;
+          return whole / V;
+        };
+        llvm::SmallVector<double> before(S, 0.0), after(S, e);
+        hpc::PipelineReplay replay =
+            hpc::replayPipeline(lists, schedule.chunks, m, cost, before, after);
+        std::vector<double> fill(S, model.fill(c)), steady(S, model.steady(c));
+        EXPECT_NEAR(scheduleObjective(fill, steady), replay.stepTime, 1e-9)
+            << name << " S=" << S << " m=" << m;
+        for (int s = 0; s < S; ++s) {
+          double expected = schedule.kind == hpc::PipelineSchedule::GPipe
+                                ? double(m)
+                                : double(std::min<int64_t>(S - s, m));
+          if (zb)
+            expected = double(std::min<int64_t>(S, m)); // W's delayed by s B's
+          if (schedule.kind != hpc::PipelineSchedule::Interleaved)
+            EXPECT_EQ(model.inFlight[size_t(s)], expected) << name << " stage " << s;
+          else // Megatron-LM: more than 1F1B's on the first stage, a chunk's worth
+            EXPECT_GE(model.inFlight[size_t(s)], double(std::min<int64_t>(S - s, m)));
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 24);
+  // zb-h1 fills 1F1B's bubble (S - 1) t down to (S - 1)(F + B - W).
+  ScheduleModel one(hpc::PipelineSchedule(), 4, 8);
+  hpc::PipelineSchedule zbh1;
+  zbh1.kind = hpc::PipelineSchedule::ZeroBubbleH1;
+  ScheduleModel zb(zbh1, 4, 8);
+  std::vector<double> t1(4, one.fill(c)), q1(4, one.steady(c));
+  std::vector<double> t2(4, zb.fill(c)), q2(4, zb.steady(c));
+  EXPECT_DOUBLE_EQ(scheduleObjective(t1, q1) - scheduleObjective(t2, q2), 3 * 2 * W);
+  // Interleaving needs micro-batches a multiple of the stages.
+  hpc::PipelineSchedule v2;
+  v2.kind = hpc::PipelineSchedule::Interleaved;
+  v2.chunks = 2;
+  EXPECT_FALSE(ScheduleModel(v2, 4, 6).runs());
+  EXPECT_FALSE(ScheduleModel(v2, 4, 8).fitsLayers(1));
+  EXPECT_TRUE(ScheduleModel(v2, 4, 8).fitsLayers(2));
 }
 
 TEST(SearchTest, GridSearchIsNeverBetter) {

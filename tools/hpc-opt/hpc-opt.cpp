@@ -79,6 +79,16 @@ static llvm::cl::opt<std::string> meshSpec(
                    "with that many ranks"),
     llvm::cl::init(""), llvm::cl::cat(compileCategory));
 
+static llvm::cl::opt<bool> sequenceParallelFlag(
+    "sequence-parallel",
+    llvm::cl::desc("With a tp axis in --mesh: Megatron-LM sequence parallelism: norms, "
+                   "residual adds and the other ops tensor parallelism runs whole on every "
+                   "tp rank are split along the sequence (dimension 1 of [batch, sequence, "
+                   "...] activations) over tp; a row-parallel product's partial sum becomes "
+                   "a reduce_scatter and the next product's input an all_gather. A searched "
+                   "plan (--auto-parallel) sets it where the search chose it"),
+    llvm::cl::init(false), llvm::cl::cat(compileCategory));
+
 static llvm::cl::list<std::string> shardSpecs(
     "shard",
     llvm::cl::desc("With --mesh: split a graph input or weight, NAME=SPEC "
@@ -191,6 +201,7 @@ static bool parseBucketMb(double &mb) {
 static void partitionOptions(hpc::CompileOptions &options) {
   options.mesh = meshSpec;
   options.shard = llvm::to_vector(shardSpecs);
+  options.sequenceParallel = sequenceParallelFlag;
   options.asyncCollectives = asyncCollectives;
   double bucketMb = -1;
   parseBucketMb(bucketMb);
@@ -328,7 +339,9 @@ static llvm::cl::opt<std::string> pipelineScheduleFlag(
                    "replay), gpipe (all forwards, then all backwards), 1f1b (one forward, "
                    "one backward in turn after a warm-up; fewer activations alive), "
                    "interleaved:V (V model chunks a rank, Megatron-LM's interleaved 1F1B) or "
-                   "zb-h1 (1F1B with the weight gradients delayed into the bubble)"),
+                   "zb-h1 (1F1B with the weight gradients delayed into the bubble). With "
+                   "--cluster the search costs the plan under it (auto: the fastest of "
+                   "1f1b, zb-h1 and gpipe that fits) and a searched plan runs its choice"),
     llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
 
 /// The training fields of the compile options, from the command line.
@@ -537,11 +550,16 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     so.cluster = clusterSpec;
     so.mesh = meshSpec;
     so.report = reportFile;
+    // The search costs the schedules the compiler may run: the one given,
+    // or under auto the candidates dist-pipeline picks from.
+    so.schedule = pipelineScheduleFlag;
     if (autoParallel) {
-      // A train step compiles pipeline stages (dist-pipeline); a forward
-      // program is one stage.
+      // A train step compiles pipeline stages (dist-pipeline) and sequence
+      // parallelism; a forward program is one stage of dp x tp.
       so.maxStages = trainFlag ? 0 : 1;
-      so.sequenceParallel = false;
+      so.sequenceParallel = trainFlag;
+      // One mesh and one set of options for every stage.
+      so.uniformStages = true;
       so.expertParallel = false;
       // A forward program has no state to shard and nothing to recompute
       // (matchTrainStep: what a train step can compile).
@@ -564,12 +582,20 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     if (autoParallel) {
       FailureOr<std::string> mesh = hpc::planMesh(*module);
       if (failed(mesh))
-        return userError("the searched plan's stages differ in their dp x tp (or use sp/ep): "
+        return userError("the searched plan's stages differ in their dp x tp (or use ep): "
                          "not compiled yet");
       options.mesh = *mesh;
+      options.sequenceParallel = hpc::planSequenceParallel(*module);
       // Its stages end where the plan's layers do (read before a re-import
       // drops the plan's tags).
       options.stageBoundaries = hpc::planStageBoundaries(*module);
+      // The plan's stages run the schedule the search costed them with.
+      // Interleaved stages hold V chunks each, not the plan's one range
+      // of layers: dist-pipeline-stages balances the P x V chunks itself.
+      if (options.stageBoundaries.size() > 0)
+        options.pipelineSchedule = hpc::planSchedule(*module);
+      if (StringRef(options.pipelineSchedule).starts_with("interleaved:"))
+        options.stageBoundaries.clear();
       options.zero = hpc::planZero(*module);
       if (trainFlag && !recomputeFlag.getNumOccurrences() && hpc::planRecompute(*module))
         options.recompute = "full";
@@ -695,6 +721,11 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       options.mesh = meshSpec;
       options.report = reportFile;
       options.globalBatch = globalBatch;
+      // A train step's plan is costed as it would compile (-o: the
+      // schedule given, or auto); a forward model's as Megatron-LM runs
+      // it, 1F1B, unless a schedule is given.
+      if (trainFlag || pipelineScheduleFlag.getNumOccurrences())
+        options.schedule = pipelineScheduleFlag;
       matchTrainStep(options);
       pm.addPass(hpc::createDistSearch(options));
     } else {
@@ -857,10 +888,23 @@ int main(int argc, char **argv) {
       !StringRef(pipeline.rest).contains("dp="))
     return userError("--zero shards the state over a dp axis: give --mesh=pp=" +
                      std::to_string(pipeline.stages) + ",dp=N");
-  if ((stageBoundariesFlag.getNumOccurrences() || pipelineScheduleFlag.getNumOccurrences()) &&
-      pipeline.stages == 1)
-    return userError("--stage-boundaries and --pipeline-schedule need pipeline stages "
-                     "(--mesh=pp=P with P >= 2)");
+  auto hasTensorParallel = [&] {
+    for (StringRef axis : llvm::split(StringRef(pipeline.rest), ',')) {
+      auto [name, size] = axis.split('=');
+      int64_t n = 0;
+      if (name.trim() == "tp" && !size.split(':').first.getAsInteger(10, n) && n >= 2)
+        return true;
+    }
+    return false;
+  };
+  if (sequenceParallelFlag && !autoParallel && !hasTensorParallel())
+    return userError("--sequence-parallel splits the sequence over the tp ranks: give "
+                     "--mesh=...,tp=N with N >= 2");
+  if (stageBoundariesFlag.getNumOccurrences() && pipeline.stages == 1)
+    return userError("--stage-boundaries needs pipeline stages (--mesh=pp=P with P >= 2)");
+  if (pipelineScheduleFlag.getNumOccurrences() && pipeline.stages == 1 && clusterSpec.empty())
+    return userError("--pipeline-schedule needs pipeline stages (--mesh=pp=P with P >= 2, "
+                     "or a plan: --cluster)");
   {
     hpc::PipelineSchedule schedule;
     std::string error;

@@ -135,6 +135,7 @@ struct StagePlace {
 struct StageCost {
   // Per micro-batch, seconds.
   double compute = 0;  ///< forward + backward (+ recomputation) kernels
+  double weightGrad = 0; ///< of compute: the weight gradients (ZB-H1's W)
   double tpComm = 0;   ///< tensor/sequence-parallel collectives (not hidden)
   double moeComm = 0;  ///< expert-parallel all-to-alls
   double zeroComm = 0; ///< ZeRO-2/3 per-micro-batch collectives, exposed part
@@ -151,8 +152,8 @@ struct StageCost {
   double fixedMemory() const {
     return weights + grads + optimizerStates + workspace;
   }
-  double memory(int64_t inFlight) const {
-    return fixedMemory() + activationsPerMicroBatch * double(inFlight);
+  double memory(double inFlight) const {
+    return fixedMemory() + activationsPerMicroBatch * inFlight;
   }
 };
 

@@ -4,12 +4,15 @@
 // sequence is cut into pipeline stages, how many devices each stage gets,
 // and per stage the data / tensor / sequence / expert parallel degrees, the
 // ZeRO stage and recomputation; globally the micro-batch size. The objective
-// is the 1F1B step time of the cost model (CostModel.h):
+// is the step time of the cost model (CostModel.h) under the plan's
+// pipeline schedule, for 1F1B and GPipe
 //
 //   J = sum_s t_s + max_s ((m - 1) * t_s + e_s)
 //
 // t_s: stage s's time per micro-batch, e_s: its time once per step (exposed
-// gradient sync, optimizer), m: micro-batches per step. Every stage has the
+// gradient sync, optimizer), m: micro-batches per step; the other schedules
+// change what each stage adds to the fill and drain and to its steady state
+// (ScheduleModel), and what each stage holds in flight. Every stage has the
 // same number of devices (a divisor or a multiple of a node); the plan uses
 // as many devices as any feasible plan can, then minimizes J.
 //
@@ -25,6 +28,7 @@
 #define HPC_SEARCH_SEARCH_H
 
 #include "hpc/CostModel/CostModel.h"
+#include "hpc/PipelineSchedule.h"
 
 #include <cstdint>
 #include <string>
@@ -46,6 +50,45 @@ struct SearchSpace {
   int64_t maxTP = 0;       ///< 0: no limit
   int64_t maxStages = 0;   ///< 0: no limit (at most one stage per layer)
   int64_t microBatch = 0;  ///< samples per micro-batch; 0: searched
+  /// Every stage runs the same configuration (dp, tp, sp, ep, ZeRO stage,
+  /// recomputation): what hpc-opt compiles, one mesh and one set of
+  /// options for all stages. Otherwise each stage chooses its own.
+  bool uniformStages = false;
+  /// Pipeline schedules a plan of several stages may run (the compiler's:
+  /// dist-pipeline runs whichever the plan names); a one-stage plan runs its
+  /// micro-batches one after the other whatever this says.
+  std::vector<PipelineSchedule> schedules = {PipelineSchedule()};
+};
+
+/// How a pipeline schedule turns stage costs into the step time, in the
+/// form J = sum_s fill_s + max_s steady_s that the dynamic program
+/// minimizes exactly, and what each stage holds in flight. With F, B and W
+/// a stage's forward, input-gradient and weight-gradient time per
+/// micro-batch (t = F + B + W + communication), equal stages give
+/// pipelineBlocks' schedules replayed (replayPipeline):
+///  - gpipe, 1f1b: fill t, steady (m - 1) t + e: (m + S - 1) t + e;
+///  - interleaved:V: each rank's V chunks send V times, t' = t + (V - 1)
+///    p2p; fill t' / V, steady (m - 1/V) t' + e: m t' + (S - 1) t' / V + e;
+///  - zb-h1 (m >= S): fill t - 2W, steady (m - 1) t + 2W + e: the bubble
+///    (S - 1)(F + B - W) of Qi et al.; with fewer micro-batches than stages
+///    the delayed W's have no bubble to fill, and it is costed as 1F1B.
+struct ScheduleModel {
+  PipelineSchedule schedule;
+  int S = 1;       ///< stages
+  int64_t m = 1;   ///< micro-batches per step
+  /// The activations each stage holds at its peak, in micro-batches' worth
+  /// (an interleaved chunk holds 1/V of them): replayed from the blocks the
+  /// compiled stage runs, held from its F until its B (its W under zb-h1).
+  std::vector<double> inFlight;
+
+  ScheduleModel(const PipelineSchedule &schedule, int S, int64_t m);
+  /// Whether the schedule runs S stages of m micro-batches at all
+  /// (interleaved needs m a multiple of S).
+  bool runs() const;
+  /// Whether a stage of `layers` layers can run it (interleaved: V chunks).
+  bool fitsLayers(int layers) const;
+  double fill(const StageCost &c) const;
+  double steady(const StageCost &c) const;
 };
 
 /// One pipeline stage of a plan.
@@ -55,7 +98,7 @@ struct StagePlan {
   StageConfig config;
   StageCost cost;
   int64_t firstDevice = 0, numDevices = 0;
-  int64_t inFlight = 0; ///< micro-batches whose activations it holds (1F1B)
+  double inFlight = 0;  ///< micro-batches whose activations it holds at its peak
   double memory = 0;    ///< bytes per device at the peak
 };
 
@@ -67,6 +110,7 @@ struct Plan {
   int64_t devicesPerStage = 0;
   int64_t devicesUsed = 0;
   std::vector<StagePlan> stages;
+  PipelineSchedule schedule; ///< what the stages run (1f1b for one stage)
 
   double stepTime = 0;   ///< the objective J, seconds
   int bottleneck = 0;    ///< the stage attaining max_s (m-1) t_s + e_s
@@ -94,6 +138,10 @@ struct SearchStats {
 /// t_0 + (t_1 + (... + (t_{S-1} + 0))) + max_s ((m-1) t_s + e_s).
 double objective(const std::vector<double> &t, const std::vector<double> &e,
                  int64_t m);
+/// The same sum of the stages' fill terms plus the largest steady term, in
+/// that order: J under any ScheduleModel.
+double scheduleObjective(const std::vector<double> &fill,
+                         const std::vector<double> &steady);
 /// (m - 1) * t + e, the stage's term of the max.
 inline double stageQ(double t, double e, int64_t m) {
   return double(m - 1) * t + e;
