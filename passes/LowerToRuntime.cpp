@@ -198,8 +198,16 @@ SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
   int32_t expected = op->getNumOperands();
   if (isa<hpc::GemmOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
     expected = 3;
-  if (isa<hpc::SGDUpdateOp>(op))
-    expected = 4;
+  if (auto sgd = dyn_cast<hpc::SGDUpdateOp>(op)) {
+    // Two optional operands: each keeps its place.
+    ids.push_back(5);
+    for (Value v : {sgd.getParam(), sgd.getGrad(), sgd.getLr(), sgd.getMomentumBuffer(),
+                    sgd.getUnlessNonfinite()})
+      ids.push_back(v ? plan.tensorIds.lookup(v) : -1);
+    return ids;
+  }
+  if (isa<hpc::AdamWUpdateOp>(op))
+    expected = 7;
   ids.push_back(expected);
   for (Value v : op->getOperands())
     ids.push_back(plan.tensorIds.lookup(v));

@@ -118,19 +118,29 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     }
 
     double wd = weightDecay >= 0 ? double(weightDecay) : (optimizer == "adamw" ? 0.01 : 0.0);
+    // A non-finite norm (a NaN or an infinity in any gradient, on any
+    // rank: the norm is global) skips every update alike.
+    Value guard = skipNonfinite ? norm : Value();
     for (auto &[p, grad] : updates) {
       double decay = excluded(p.getName()) ? 0.0 : wd;
       if (optimizer == "sgd") {
         SmallVector<Value> operands{p.getResult(), grad, lrIn};
         if (momentum != 0)
           operands.push_back(stateLike(body, p, "momentum_buffer"));
+        if (guard)
+          operands.push_back(guard);
         g.make(SGDUpdateOp::getOperationName(), operands,
                {g.f64("momentum", momentum), g.boolean("nesterov", nesterov),
-                g.f64("weight_decay", decay)});
+                g.f64("weight_decay", decay),
+                b.getNamedAttr("operandSegmentSizes",
+                               b.getDenseI32ArrayAttr({1, 1, 1, momentum != 0 ? 1 : 0,
+                                                       guard ? 1 : 0}))});
       } else {
-        g.make(AdamWUpdateOp::getOperationName(),
-               {p.getResult(), grad, stateLike(body, p, "exp_avg"),
-                stateLike(body, p, "exp_avg_sq"), lrIn, stepIn},
+        SmallVector<Value> operands{p.getResult(), grad, stateLike(body, p, "exp_avg"),
+                                    stateLike(body, p, "exp_avg_sq"), lrIn, stepIn};
+        if (guard)
+          operands.push_back(guard);
+        g.make(AdamWUpdateOp::getOperationName(), operands,
                {g.f64("beta1", beta1), g.f64("beta2", beta2), g.f64("eps", eps),
                 g.f64("weight_decay", decay)});
       }
@@ -217,6 +227,9 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     }
     if (clipNorm > 0)
       opt.push_back(b.getNamedAttr("clip_norm", b.getF64FloatAttr(clipNorm)));
+    // The runtime counts the steps whose updates were skipped (a non-finite
+    // grad_norm) and leaves them out of the optimizer's step count.
+    opt.push_back(b.getNamedAttr("skip_nonfinite", b.getBoolAttr(skipNonfinite)));
     // The global batch: the first dim of the data inputs.
     int64_t batch = 1;
     for (BlockArgument arg : func.getArguments()) {

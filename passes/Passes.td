@@ -344,6 +344,11 @@ def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
     Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
            "Clip the global gradient norm to this (0: no clipping)">,
+    Option<"skipNonfinite", "skip-nonfinite", "bool", /*default=*/"true",
+           "Skip every update of a step whose global gradient norm is not finite "
+           "(PyTorch GradScaler's semantics: the parameters and optimizer state "
+           "stay as they were; the runtime counts the skip and does not advance "
+           "the optimizer's step count)">,
     ListOption<"weightDecayExclude", "weight-decay-exclude", "std::string",
                "Parameters whose name contains one of these get no weight decay">,
     Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",

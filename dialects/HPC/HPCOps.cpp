@@ -1137,8 +1137,8 @@ LogicalResult AdamWUpdateOp::verify() {
 }
 
 SmallVector<unsigned> hpc::inPlaceOperands(Operation *op) {
-  if (isa<SGDUpdateOp>(op))
-    return {0, 3};
+  if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+    return sgd.getMomentumBuffer() ? SmallVector<unsigned>{0, 3} : SmallVector<unsigned>{0};
   if (isa<AdamWUpdateOp>(op))
     return {0, 2, 3};
   if (isa<AssignOp>(op))

@@ -51,7 +51,7 @@ def HPC_VariableOp : Op<HPC_Dialect, "variable",
 //===----------------------------------------------------------------------===//
 
 def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
-    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>, AttrSizedOperandSegments,
      MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "One SGD step on a parameter, in place (PyTorch's torch.optim.SGD)";
   let description = [{
@@ -60,16 +60,24 @@ def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
     buf = g as PyTorch's does) and g = nesterov ? g + momentum * buf : buf;
     then param -= lr * g. `param` and `momentum_buffer` must be
     `hpc.variable` values that no op after this one reads; `lr` is a 0-d
-    f32 tensor (a step input, so schedules need no recompile).
+    f32 tensor (a step input, so schedules need no recompile). With
+    `unless_nonfinite` (the step's global gradient norm, 0-d f32), a
+    non-finite value leaves the parameter and its buffer as they are
+    (PyTorch GradScaler's skipped step).
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
                    RankedTensorOf<[AnyFloat]>:$grad,
                    0DTensorOf<[F32]>:$lr,
                    Optional<RankedTensorOf<[AnyFloat]>>:$momentum_buffer,
+                   Optional<0DTensorOf<[F32]>>:$unless_nonfinite,
                    DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                    DefaultValuedAttr<BoolAttr, "false">:$nesterov,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
-  let assemblyFormat = "$param `,` $grad `,` $lr (`,` $momentum_buffer^)? attr-dict `:` type(operands)";
+  let assemblyFormat = [{
+    $param `,` $grad `,` $lr (`,` $momentum_buffer^)?
+    (`unless_nonfinite` $unless_nonfinite^)? attr-dict `:` type($param) `,` type($grad) `,`
+    type($lr) (`,` type($momentum_buffer)^)? (`,` type($unless_nonfinite)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -82,8 +90,11 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
     exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2;
     param -= lr / (1 - beta1^step) * exp_avg /
              (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps).
-    `step` (0-d i64, from 1) and `lr` (0-d f32) are step inputs; `param`,
-    `exp_avg` and `exp_avg_sq` are `hpc.variable` values no later op reads.
+    `step` (0-d i64, from 1: the optimizer's own count, which skipped steps
+    do not advance) and `lr` (0-d f32) are step inputs; `param`, `exp_avg`
+    and `exp_avg_sq` are `hpc.variable` values no later op reads. With
+    `unless_nonfinite` (the step's global gradient norm, 0-d f32), a
+    non-finite value leaves all three as they are (GradScaler's skip).
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
                    RankedTensorOf<[AnyFloat]>:$grad,
@@ -91,11 +102,17 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
                    RankedTensorOf<[AnyFloat]>:$exp_avg_sq,
                    0DTensorOf<[F32]>:$lr,
                    0DTensorOf<[I64]>:$step,
+                   Optional<0DTensorOf<[F32]>>:$unless_nonfinite,
                    DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                    DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                    DefaultValuedAttr<F64Attr, "1e-8">:$eps,
                    DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
-  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
+    (`unless_nonfinite` $unless_nonfinite^)? attr-dict `:` type($param) `,` type($grad) `,`
+    type($exp_avg) `,` type($exp_avg_sq) `,` type($lr) `,` type($step)
+    (`,` type($unless_nonfinite)^)?
+  }];
   let hasVerifier = 1;
 }
 

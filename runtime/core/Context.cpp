@@ -671,6 +671,11 @@ void hpcrt_ctx::parseTrain(const json &m) {
     t.hasLr = true;
   }
   t.optimizerJson = opt.dump();
+  if (opt.contains("skip_nonfinite")) {
+    if (!opt["skip_nonfinite"].is_boolean())
+      fail("manifest: train.optimizer.\"skip_nonfinite\" is not a boolean");
+    t.skipNonfinite = opt["skip_nonfinite"].get<bool>();
+  }
   if (j.contains("lr_schedule") && !j["lr_schedule"].is_null()) {
     const json &ls = j["lr_schedule"];
     t.scheduleKind = strField(ls, "kind", "train.lr_schedule");

@@ -121,6 +121,10 @@ struct TrainInfo {
   bool hasLr = false;    ///< optimizer.lr is present
   double lr = 0;         ///< optimizer.lr, the compiled base lr
   std::string optimizerJson; ///< the whole "optimizer" object, as JSON text
+  /// optimizer.skip_nonfinite: the updates skip a step whose grad_norm is
+  /// not finite, and the step input counts the optimizer's steps (applied
+  /// updates) rather than the run's
+  bool skipNonfinite = false;
   std::string scheduleKind = "constant"; ///< lr_schedule.kind
   int64_t warmup = 0, total = 0;         ///< lr_schedule.warmup, .total
   /// Whether input number `i` is a data input (not the lr or step input).

@@ -111,12 +111,20 @@ HPCRT_KERNEL(assign) {
     memcpy(target.data, value.data, target.bytes);
 }
 
+/// An update's `unless_nonfinite` operand (the step's global gradient
+/// norm): a non-finite one skips the update (GradScaler's skipped step).
+static bool skipped(Tensor *guard, const char *op) {
+  return guard && !std::isfinite(scalarOf(*guard, HPCRT_F32, op, "unless_nonfinite"));
+}
+
 HPCRT_KERNEL(sgd_update) {
-  c.expect(0, 4);
+  c.expect(0, 5);
   double momentum = c.f(), weightDecay = c.f();
   bool nesterov = c.b();
   Tensor &param = c.in(0), &grad = c.in(1);
   Tensor *buffer = c.opt(3);
+  if (skipped(c.opt(4), "sgd_update"))
+    return;
   checkLikeParam(grad, param, "sgd_update", "grad");
   double lr = scalarOf(c.in(2), HPCRT_F32, "sgd_update", "lr");
   if (momentum != 0.0) {
@@ -153,9 +161,11 @@ HPCRT_KERNEL(sgd_update) {
 }
 
 HPCRT_KERNEL(adamw_update) {
-  c.expect(0, 6);
+  c.expect(0, 7);
   double beta1 = c.f(), beta2 = c.f(), eps = c.f(), weightDecay = c.f();
   Tensor &param = c.in(0), &grad = c.in(1), &expAvg = c.in(2), &expAvgSq = c.in(3);
+  if (skipped(c.opt(6), "adamw_update"))
+    return;
   checkLikeParam(grad, param, "adamw_update", "grad");
   checkLikeParam(expAvg, param, "adamw_update", "exp_avg");
   checkLikeParam(expAvgSq, param, "adamw_update", "exp_avg_sq");

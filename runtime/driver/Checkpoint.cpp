@@ -176,6 +176,14 @@ CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &
       pos["next_sample"].get<int64_t>() < 0)
     bad("no data_position.next_sample");
   c.nextSample = pos["next_sample"].get<int64_t>();
+  // Older checkpoints have no optimizer record: nothing was skipped.
+  if (m.contains("optimizer") && m["optimizer"].is_object() &&
+      m["optimizer"].contains("skipped_steps")) {
+    const json &k = m["optimizer"]["skipped_steps"];
+    if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() >= c.step)
+      bad("optimizer.skipped_steps is not a count below the step");
+    c.skippedSteps = k.get<int64_t>();
+  }
   if (m.contains("rng") && m["rng"].is_object() && m["rng"].contains("seed_counter") &&
       m["rng"]["seed_counter"].is_number_unsigned())
     c.rngCounter = m["rng"]["seed_counter"].get<uint64_t>();
@@ -292,7 +300,7 @@ CheckpointWriter::CheckpointWriter(Context &ctx, MpiRun &mpi, std::string dir, i
                                    CheckpointPlan plan)
     : ctx_(ctx), mpi_(mpi), dir_(std::move(dir)), keep_(keep), plan_(std::move(plan)) {}
 
-uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample) {
+uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skippedSteps) {
   const bool root = mpi_.rank == 0;
   std::string tmp;
   mpi_.step([&] {
@@ -318,7 +326,7 @@ uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample) {
         std::vector<ShardInfo> shards;
         for (int r = 0; r < mpi_.size; ++r)
           shards.push_back({shardName(r), all[2 * r], all[2 * r + 1]});
-        writeManifest(tmp, step, nextSample, shards);
+        writeManifest(tmp, step, nextSample, skippedSteps, shards);
         syncPath(tmp);
         publish(tmp, step);
         prune(step);
@@ -352,6 +360,7 @@ ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uin
 }
 
 void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64_t nextSample,
+                                     int64_t skippedSteps,
                                      const std::vector<ShardInfo> &shards) {
   json m;
   m["format"] = "hpc-opt checkpoint";
@@ -360,6 +369,7 @@ void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64
   m["model"] = plan_.model;
   m["step"] = step;
   m["data_position"] = {{"next_sample", nextSample}, {"step", step}};
+  m["optimizer"] = {{"skipped_steps", skippedSteps}};
   m["rng"] = {{"seed_counter", 0}};
   m["world_size"] = plan_.worldSize;
   m["layout"] = plan_.layout;

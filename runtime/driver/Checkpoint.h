@@ -55,6 +55,7 @@ struct CheckpointInfo {
   std::string dir; ///< DIR/step-N
   int64_t step = 0;
   int64_t nextSample = 0; ///< the data position: the next global sample
+  int64_t skippedSteps = 0; ///< steps whose updates were skipped (not in the optimizer's count)
   uint64_t rngCounter = 0;
   std::vector<ShardInfo> shards;
 };
@@ -102,7 +103,7 @@ public:
                    CheckpointPlan plan);
   /// Writes DIR/step-`step` (see the file comment); returns the bytes this
   /// rank mapped transiently (to checksum its shard).
-  uint64_t write(int64_t step, int64_t nextSample);
+  uint64_t write(int64_t step, int64_t nextSample, int64_t skippedSteps = 0);
   const std::string &dir() const { return dir_; }
 
 private:
@@ -114,7 +115,7 @@ private:
 
   /// Writes this rank's shard; returns its size and checksum.
   ShardInfo writeShard(const std::string &tmp, int64_t step, uint64_t &mapped);
-  void writeManifest(const std::string &tmp, int64_t step, int64_t nextSample,
+  void writeManifest(const std::string &tmp, int64_t step, int64_t nextSample, int64_t skippedSteps,
                      const std::vector<ShardInfo> &shards);
   /// Renames tmp to DIR/step-N (replacing an older one), updates latest.
   void publish(const std::string &tmp, int64_t step);

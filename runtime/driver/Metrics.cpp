@@ -92,7 +92,15 @@ void MetricsFile::step(const StepReport &r) {
   j.add("tokens_per_s", buf);
   if (r.hasEval)
     j.add("eval_loss", jsonDouble(r.evalLoss));
+  if (r.skipped)
+    j.add("skipped", std::string("true"));
   line(j.text());
+  if (r.skipped)
+    line(JsonLine()
+             .add("event", std::string("\"skip\""))
+             .add("step", r.step)
+             .add("reason", std::string("\"non-finite gradient norm\""))
+             .text());
 }
 
 Progress::Progress(bool terminal, int64_t logEvery, int64_t lastStep, int64_t firstStep,

@@ -30,6 +30,7 @@ struct StepReport {
   double tokensPerS = 0;
   bool hasEval = false;
   double evalLoss = 0;
+  bool skipped = false; ///< the updates were skipped (a non-finite gradient norm)
 };
 
 /// A float as JSON: the shortest %g text that reads back as the same float
@@ -62,7 +63,8 @@ public:
   MetricsFile &operator=(const MetricsFile &) = delete;
   bool open() const { return f_ != nullptr; }
   /// The step's line: step, loss, lr, grad_norm, step_ms, tokens_per_s
-  /// (and eval_loss), flushed at once.
+  /// (and eval_loss), flushed at once; for a skipped step also "skipped":
+  /// true and then an event line {"event": "skip", "step": N, "reason": ...}.
   void step(const StepReport &r);
   void line(const std::string &text);
 

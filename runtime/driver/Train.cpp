@@ -115,6 +115,11 @@ private:
   MemoryAccount memory_;
   Buffer evalSnapshot_;
   int64_t doneStep_ = 0;   ///< the step the state is at (0, or the checkpoint's)
+  /// Steps up to doneStep_ (then up to the current one) whose updates the
+  /// program skipped (a non-finite gradient norm): the optimizer's step
+  /// count is the run's less these.
+  int64_t skippedSteps_ = 0;
+  int64_t skippedThisRun_ = 0;
   int64_t baseSample_ = 0; ///< the data position after doneStep_
   std::string resumedFrom_;
   std::string onnxSource_; ///< the model --save-onnx rewrites
@@ -277,6 +282,7 @@ void Trainer::resume() {
     memory_.transient(loadShard(ctx_, c, plan_, mpi_.rank));
     doneStep_ = c.step;
     baseSample_ = c.nextSample;
+    skippedSteps_ = c.skippedSteps;
     resumedFrom_ = chosen;
   });
 }
@@ -331,6 +337,11 @@ void Trainer::printHeader() const {
 
 void Trainer::feedStepInputs(int64_t step, double lr) {
   const TrainInfo &t = ctx_.train();
+  // GradScaler's semantics: a skipped step does not advance the
+  // optimizer's count (AdamW's bias correction; dropout masks are keyed by
+  // it too, so the step after a skip draws the skipped one's again).
+  if (t.skipNonfinite)
+    step -= skippedSteps_;
   float lrf = static_cast<float>(lr);
   memcpy(ctx_.inputData(static_cast<size_t>(t.lrInput)), &lrf, sizeof(lrf));
   memcpy(ctx_.inputData(static_cast<size_t>(t.stepInput)), &step, sizeof(step));
@@ -366,6 +377,12 @@ StepReport Trainer::trainStep(int64_t step) {
   if (t.gradNormOutput >= 0) {
     r.hasGradNorm = true;
     r.gradNorm = outputScalar(t.gradNormOutput);
+    // The norm is global, so every rank sees it alike and skipped alike.
+    if (t.skipNonfinite && !std::isfinite(r.gradNorm)) {
+      r.skipped = true;
+      ++skippedSteps_;
+      ++skippedThisRun_;
+    }
   }
   r.tokensPerS = r.stepMs > 0 ? static_cast<double>(tokensPerStep()) / (r.stepMs / 1000.0) : 0;
   dumpOutputs(step);
@@ -404,6 +421,10 @@ void Trainer::report(const StepReport &r, Clock::time_point loopStart) {
       return;
     if (metrics_)
       metrics_->step(r);
+    if (r.skipped)
+      progress_->message("step " + std::to_string(r.step) + ": update skipped (gradient norm " +
+                         (std::isnan(r.gradNorm) ? "nan" : "inf") +
+                         "); parameters and optimizer state kept");
     progress_->step(r, msSince(loopStart) / 1000.0);
   });
 }
@@ -427,7 +448,7 @@ void Trainer::dumpOutputs(int64_t step) {
 void Trainer::checkpoint(int64_t step) {
   if (!writer_ || !((o_.ckptEvery && step % o_.ckptEvery == 0) || step == o_.steps))
     return;
-  memory_.transient(writer_->write(step, firstSample(step) + batch_));
+  memory_.transient(writer_->write(step, firstSample(step) + batch_, skippedSteps_));
   if (root_)
     progress_->message("checkpoint: " + o_.ckptDir + "/step-" + std::to_string(step));
 }
@@ -481,6 +502,7 @@ void Trainer::finish(double wallS) {
           .add("steps", o_.steps)
           .add("first_step", doneStep_ + 1)
           .add("steps_run", stepsRun_)
+          .add("skipped_steps", skippedThisRun_)
           .add("final_loss", jsonFloat(lastLoss_))
           .add("wall_s", jsonDouble(wallS))
           .add("mean_step_ms", jsonDouble(meanMs))
@@ -506,6 +528,9 @@ void Trainer::finish(double wallS) {
            static_cast<long long>(doneStep_ + 1), static_cast<long long>(o_.steps), wallS, meanMs,
            tokensPerS, data_->tokensPerSample() ? "tokens" : "samples",
            static_cast<double>(lastLoss_));
+    if (skippedThisRun_)
+      printf("skipped updates: %lld (non-finite gradient norm)\n",
+             static_cast<long long>(skippedThisRun_));
     printf("memory: peak %llu bytes per rank (planned %llu: state %llu, arena %llu, weights "
            "%llu, inputs %llu, kernels %llu; peak RSS %llu)\n",
            static_cast<unsigned long long>(peak), static_cast<unsigned long long>(planned),

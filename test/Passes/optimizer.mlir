@@ -6,6 +6,7 @@
 // RUN: hpc-opt %s --hpc-optimizer="optimizer=adamw weight-decay=0.1 weight-decay-exclude=bias,norm" | FileCheck %s --check-prefix=WDX
 // RUN: hpc-opt %s --hpc-optimizer="keep-gradients=true clip-norm=1.0" | FileCheck %s --check-prefix=KEEP
 // RUN: hpc-opt %s --hpc-optimizer="lr-schedule=linear:5,50" | FileCheck %s --check-prefix=SCHED
+// RUN: hpc-opt %s --hpc-optimizer="skip-nonfinite=false" | FileCheck %s --check-prefix=NOSKIP
 
 // hpc-optimizer on the loss and gradients hpc-autodiff returns (written out
 // here: grad.fc.weight = exp(w), grad.fc.bias = -b).
@@ -27,8 +28,10 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 
 // Plain SGD has no state; lr and step become inputs; @main returns the loss and
 // the global gradient norm sqrt(sum of squares); hpc.train says how to drive
-// the step (the batch is the first input's first dim).
-// SGD: module attributes {hpc.loss = {{.+}}, hpc.train = {batch = 4 : i64, labels = "labels", loss = "cross-entropy", lr_schedule = {kind = "constant", total = 0 : i64, warmup = 0 : i64}, optimizer = {lr = 1.000000e-03 : f64, momentum = 0.000000e+00 : f64, name = "sgd", nesterov = false, weight_decay = 0.000000e+00 : f64}}}
+// the step (the batch is the first input's first dim). Every update is
+// skipped when the norm is not finite (unless_nonfinite: GradScaler's
+// skipped step, which the runtime counts).
+// SGD: module attributes {hpc.loss = {{.+}}, hpc.train = {batch = 4 : i64, labels = "labels", loss = "cross-entropy", lr_schedule = {kind = "constant", total = 0 : i64, warmup = 0 : i64}, optimizer = {lr = 1.000000e-03 : f64, momentum = 0.000000e+00 : f64, name = "sgd", nesterov = false, skip_nonfinite = true, weight_decay = 0.000000e+00 : f64}}}
 // SGD-LABEL: func.func @main
 // SGD-SAME: %[[LR:[^:]+]]: tensor<f32> {hpc.name = "hpc.lr"}, %{{[^:]+}}: tensor<i64> {hpc.name = "hpc.step"})
 // SGD-SAME: -> (tensor<f32> {hpc.name = "loss"}, tensor<f32> {hpc.name = "grad_norm"})
@@ -43,27 +46,27 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // SGD: %[[SB:.+]] = hpc.reduce_sum_square %[[GB]]
 // SGD: %[[SUM:.+]] = hpc.add %[[SW]], %[[SB]]
 // SGD: %[[NORM:.+]] = hpc.sqrt %[[SUM]] : tensor<f32>
-// SGD: hpc.sgd_update %[[W]], %[[GW]], %[[LR]] : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}
-// SGD: hpc.sgd_update %[[B]], %[[GB]], %[[LR]] : tensor<2xf32>, tensor<2xf32>, tensor<f32>{{$}}
+// SGD: hpc.sgd_update %[[W]], %[[GW]], %[[LR]] unless_nonfinite %[[NORM]] : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>{{$}}
+// SGD: hpc.sgd_update %[[B]], %[[GB]], %[[LR]] unless_nonfinite %[[NORM]] : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<f32>{{$}}
 // SGD: return %[[LOSS]], %[[NORM]] : tensor<f32>, tensor<f32>
 
 // Momentum: one zero-initialized buffer per parameter.
-// MOM: optimizer = {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, name = "sgd", nesterov = false, weight_decay = 0.000000e+00 : f64}
+// MOM: optimizer = {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, name = "sgd", nesterov = false, skip_nonfinite = true, weight_decay = 0.000000e+00 : f64}
 // MOM-LABEL: func.func @main
 // MOM-DAG: %[[BUFB:.+]] = hpc.variable "fc.bias.momentum_buffer" {role = "optimizer"} : tensor<2xf32>{{$}}
 // MOM-DAG: %[[BUFW:.+]] = hpc.variable "fc.weight.momentum_buffer" {role = "optimizer"} : tensor<3xf32>{{$}}
 // MOM-DAG: %[[W:.+]] = hpc.variable "fc.weight" {role = "param"}
 // MOM-DAG: %[[B:.+]] = hpc.variable "fc.bias" {role = "param"}
-// MOM: hpc.sgd_update %[[W]], %{{.+}}, %{{.+}}, %[[BUFW]] {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
-// MOM: hpc.sgd_update %[[B]], %{{.+}}, %{{.+}}, %[[BUFB]] {momentum = 9.000000e-01 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<2xf32>
+// MOM: hpc.sgd_update %[[W]], %{{.+}}, %{{.+}}, %[[BUFW]] unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>, tensor<f32>
+// MOM: hpc.sgd_update %[[B]], %{{.+}}, %{{.+}}, %[[BUFB]] unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<2xf32>, tensor<f32>
 
 // NEST: optimizer = {lr = 1.000000e-03 : f64, momentum = 9.000000e-01 : f64, name = "sgd", nesterov = true,
-// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<3xf32>
-// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<2xf32>
+// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<3xf32>
+// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<2xf32>
 
 // AdamW: exp_avg and exp_avg_sq per parameter, lr and step operands;
 // weight decay 0.01 by default (PyTorch's), equal to the op's default.
-// ADAMW: optimizer = {beta1 = 8.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 9.9999999999999995E-7 : f64, lr = 3.000000e-04 : f64, name = "adamw", weight_decay = 1.000000e-02 : f64}
+// ADAMW: optimizer = {beta1 = 8.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 9.9999999999999995E-7 : f64, lr = 3.000000e-04 : f64, name = "adamw", skip_nonfinite = true, weight_decay = 1.000000e-02 : f64}
 // ADAMW-LABEL: func.func @main
 // ADAMW-SAME: %[[LR:[^:]+]]: tensor<f32> {hpc.name = "hpc.lr"}, %[[STEP:[^:]+]]: tensor<i64> {hpc.name = "hpc.step"})
 // ADAMW-DAG: %[[MB:.+]] = hpc.variable "fc.bias.exp_avg" {role = "optimizer"} : tensor<2xf32>{{$}}
@@ -74,8 +77,9 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // ADAMW-DAG: %[[B:.+]] = hpc.variable "fc.bias" {role = "param"}
 // ADAMW: %[[GW:.+]] = hpc.exp %[[W]]
 // ADAMW: %[[GB:.+]] = hpc.neg %[[B]]
-// ADAMW: hpc.adamw_update %[[W]], %[[GW]], %[[MW]], %[[VW]], %[[LR]], %[[STEP]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
-// ADAMW: hpc.adamw_update %[[B]], %[[GB]], %[[MB]], %[[VB]], %[[LR]], %[[STEP]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<2xf32>
+// ADAMW: %[[NORM:.+]] = hpc.sqrt
+// ADAMW: hpc.adamw_update %[[W]], %[[GW]], %[[MW]], %[[VW]], %[[LR]], %[[STEP]] unless_nonfinite %[[NORM]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>, tensor<f32>
+// ADAMW: hpc.adamw_update %[[B]], %[[GB]], %[[MB]], %[[VB]], %[[LR]], %[[STEP]] unless_nonfinite %[[NORM]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<2xf32>
 // ADAMW-NOT: sgd_update
 
 // Clipping: g *= min(1, clip / (norm + 1e-6)); the norm returned is the one
@@ -113,3 +117,8 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // KEEP: return %{{.+}}, %[[NORM]], %[[GW]], %[[GB]] : tensor<f32>, tensor<f32>, tensor<3xf32>, tensor<2xf32>
 
 // SCHED: lr_schedule = {kind = "linear", total = 50 : i64, warmup = 5 : i64}
+
+// skip-nonfinite=false: the updates apply whatever the norm.
+// NOSKIP: skip_nonfinite = false
+// NOSKIP: hpc.sgd_update %{{.+}}, %{{.+}}, %{{[^ ]+}} : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}
+// NOSKIP-NOT: unless_nonfinite

@@ -119,7 +119,7 @@ void checkSgd(int dtype, const SgdConfig &cfg, double rtol) {
     if (cfg.momentum != 0)
       bufOpt = buf;
     Call call{hpcrt_sgd_update,
-              {param, grad, f32({}, {lrs[step]}), bufOpt},
+              {param, grad, f32({}, {lrs[step]}), bufOpt, std::nullopt},
               {},
               {cfg.nesterov ? 1 : 0},
               {cfg.momentum, cfg.weightDecay}};
@@ -151,33 +151,64 @@ TEST(TrainSgd, MatchesPyTorchFormulasOverThreeSteps) {
 TEST(TrainSgd, FirstMomentumStepIsTheGradient) {
   // buf starts at zero: the first step's buffer is g (PyTorch clones it).
   Val p = f32({3}, {1, 2, 3}), g = f32({3}, {0.5, -0.25, 2}), buf = f32({3}, {0, 0, 0});
-  After r = runInPlace({hpcrt_sgd_update, {p, g, f32({}, {0.5}), buf}, {}, {0}, {0.9, 0.0}});
+  After r = runInPlace({hpcrt_sgd_update, {p, g, f32({}, {0.5}), buf, std::nullopt}, {}, {0}, {0.9, 0.0}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.operands[3].v, g.v);
   EXPECT_EQ(r.operands[0].v, (std::vector<double>{0.75, 2.125, 2}));
 }
 
+TEST(TrainUpdates, ANonFiniteNormSkipsTheUpdate) {
+  // unless_nonfinite (the step's gradient norm): NaN or infinity leaves the
+  // parameter and the optimizer state bitwise as they were (GradScaler's
+  // skipped step); a finite one is the plain update.
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Val p = f32({3}, {1, 2, 3}), g = f32({3}, {nan, -0.25, 2}), buf = f32({3}, {0.5, 0.5, 0.5});
+  for (double norm : {nan, inf, -inf}) {
+    After r = runInPlace({hpcrt_sgd_update, {p, g, f32({}, {0.5}), buf, f32({}, {norm})}, {}, {0},
+                          {0.9, 0.01}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.operands[0].v, p.v);
+    EXPECT_EQ(r.operands[3].v, buf.v);
+    Val m = f32({3}, {0.125, 0.25, -0.5}), v = f32({3}, {0.0625, 0.25, 1.5});
+    r = runInPlace({hpcrt_adamw_update,
+                    {p, g, m, v, f32({}, {0.5}), val(HPCRT_I64, {}, {3}), f32({}, {norm})},
+                    {}, {}, {0.9, 0.999, 1e-8, 0.01}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.operands[0].v, p.v);
+    EXPECT_EQ(r.operands[2].v, m.v);
+    EXPECT_EQ(r.operands[3].v, v.v);
+  }
+  Val finite = f32({3}, {0.5, -0.25, 2});
+  After guarded = runInPlace(
+      {hpcrt_sgd_update, {p, finite, f32({}, {0.5}), buf, f32({}, {2.1})}, {}, {0}, {0.9, 0.0}});
+  After plain = runInPlace(
+      {hpcrt_sgd_update, {p, finite, f32({}, {0.5}), buf, std::nullopt}, {}, {0}, {0.9, 0.0}});
+  ASSERT_EQ(guarded.error, "");
+  EXPECT_EQ(guarded.operands[0].v, plain.operands[0].v);
+  EXPECT_NE(guarded.operands[0].v, p.v);
+}
+
 TEST(TrainSgd, BadOperandsAreErrors) {
   Val p = f32({4}, {1, 2, 3, 4}), g = f32({4}, {1, 1, 1, 1});
   auto err = [&](const Call &c) { return runInPlace(c).error; };
-  EXPECT_NE(err({hpcrt_sgd_update, {p, f32({3}, {1, 1, 1}), f32({}, {0.1}), std::nullopt}, {}, {0},
+  EXPECT_NE(err({hpcrt_sgd_update, {p, f32({3}, {1, 1, 1}), f32({}, {0.1}), std::nullopt, std::nullopt}, {}, {0},
                  {0.0, 0.0}})
                 .find("grad has shape [3]"),
             std::string::npos);
-  EXPECT_NE(err({hpcrt_sgd_update, {p, g, f32({}, {0.1}), std::nullopt}, {}, {0}, {0.9, 0.0}})
+  EXPECT_NE(err({hpcrt_sgd_update, {p, g, f32({}, {0.1}), std::nullopt, std::nullopt}, {}, {0}, {0.9, 0.0}})
                 .find("needs a momentum_buffer"),
             std::string::npos);
-  EXPECT_NE(err({hpcrt_sgd_update, {p, g, val(HPCRT_F64, {}, {0.1}), std::nullopt}, {}, {0},
+  EXPECT_NE(err({hpcrt_sgd_update, {p, g, val(HPCRT_F64, {}, {0.1}), std::nullopt, std::nullopt}, {}, {0},
                  {0.0, 0.0}})
                 .find("lr must be a 0-d f32 tensor"),
             std::string::npos);
   EXPECT_NE(err({hpcrt_sgd_update, {p, val(HPCRT_F64, {4}, {1, 1, 1, 1}), f32({}, {0.1}),
-                                    std::nullopt},
+                                    std::nullopt, std::nullopt},
                  {}, {0}, {0.0, 0.0}})
                 .find("grad has dtype f64"),
             std::string::npos);
   Val h = val(HPCRT_F16, {4}, {1, 2, 3, 4});
-  EXPECT_NE(err({hpcrt_sgd_update, {h, h, f32({}, {0.1}), std::nullopt}, {}, {0}, {0.0, 0.0}})
+  EXPECT_NE(err({hpcrt_sgd_update, {h, h, f32({}, {0.1}), std::nullopt, std::nullopt}, {}, {0}, {0.0, 0.0}})
                 .find("is not supported"),
             std::string::npos);
 }
@@ -214,7 +245,8 @@ void checkAdamw(int dtype, const AdamConfig &cfg, int64_t firstStep, double rtol
     int64_t step = firstStep + k;
     Val grad = randomVal(dtype, shape, 20 + k);
     Call call{hpcrt_adamw_update,
-              {param, grad, m, v, f32({}, {lrs[k]}), val(HPCRT_I64, {}, {static_cast<double>(step)})},
+              {param, grad, m, v, f32({}, {lrs[k]}), val(HPCRT_I64, {}, {static_cast<double>(step)}),
+               std::nullopt},
               {},
               {},
               {cfg.beta1, cfg.beta2, cfg.eps, cfg.weightDecay}};
@@ -249,7 +281,7 @@ TEST(TrainAdamW, FirstStepMovesEachParamByLr) {
   // sign(g), so every param moves by lr (up to eps).
   Val p = val(HPCRT_F64, {3}, {1, 2, 3}), g = val(HPCRT_F64, {3}, {0.5, -4, 1e-3});
   Val z = val(HPCRT_F64, {3}, {0, 0, 0});
-  After r = runInPlace({hpcrt_adamw_update, {p, g, z, z, f32({}, {0.125}), val(HPCRT_I64, {}, {1})},
+  After r = runInPlace({hpcrt_adamw_update, {p, g, z, z, f32({}, {0.125}), val(HPCRT_I64, {}, {1}), std::nullopt},
                         {}, {}, {0.9, 0.999, 1e-12, 0.0}});
   ASSERT_EQ(r.error, "");
   expectNear(r.operands[0].v, {0.875, 2.125, 2.875}, 1e-9, 1e-9);
@@ -258,7 +290,7 @@ TEST(TrainAdamW, FirstStepMovesEachParamByLr) {
 TEST(TrainAdamW, BadOperandsAreErrors) {
   Val p = f32({2}, {1, 2}), g = f32({2}, {1, 1}), z = f32({2}, {0, 0});
   auto err = [&](const Val &m, const Val &lr, const Val &step) {
-    return runInPlace({hpcrt_adamw_update, {p, g, m, z, lr, step}, {}, {}, {0.9, 0.999, 1e-8, 0.01}})
+    return runInPlace({hpcrt_adamw_update, {p, g, m, z, lr, step, std::nullopt}, {}, {}, {0.9, 0.999, 1e-8, 0.01}})
         .error;
   };
   Val lr = f32({}, {0.1}), one = val(HPCRT_I64, {}, {1});
