@@ -39,20 +39,38 @@ namespace hpc {
 using namespace mlir;
 using namespace hpc;
 
+/// One NAME=SIZE[:level] item of a --mesh text: its name and size (0 when
+/// the size is not a number).
+static std::pair<StringRef, int64_t> meshItem(StringRef part) {
+  auto [name, size] = part.trim().split('=');
+  int64_t n = 0;
+  if (size.split(':').first.getAsInteger(10, n))
+    n = 0;
+  return {name.trim(), n};
+}
+
 hpc::PipelineMesh hpc::splitPipelineAxis(StringRef mesh) {
   PipelineMesh out;
   SmallVector<StringRef> parts;
   mesh.split(parts, ',', -1, false);
   for (StringRef part : parts) {
-    auto [name, size] = part.trim().split('=');
-    int64_t n = 0;
-    if (name == "pp" && !size.split(':').first.getAsInteger(10, n) && n > 0) {
+    auto [name, n] = meshItem(part);
+    if (name == "pp" && n > 0) {
       out.stages = n;
       continue;
     }
     out.rest += (out.rest.empty() ? "" : ",") + part.trim().str();
   }
   return out;
+}
+
+int64_t hpc::meshAxisSize(StringRef mesh, StringRef name) {
+  SmallVector<StringRef> parts;
+  mesh.split(parts, ',', -1, false);
+  for (StringRef part : parts)
+    if (auto [axis, n] = meshItem(part); axis == name)
+      return n;
+  return 0;
 }
 
 namespace {
@@ -471,10 +489,8 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
       PipelineSchedule best;
       double bestTime = std::numeric_limits<double>::infinity();
       llvm::errs() << "dist-pipeline: --pipeline-schedule=auto: predicted step";
-      for (auto kind : {PipelineSchedule::OneFOneB, PipelineSchedule::ZeroBubbleH1,
-                        PipelineSchedule::GPipe}) {
-        PipelineSchedule candidate;
-        candidate.kind = kind;
+      for (const PipelineSchedule &candidate : automaticPipelineSchedules()) {
+        PipelineSchedule::Kind kind = candidate.kind;
         SmallVector<SmallVector<PipelineBlock>> order;
         for (int64_t r = 0; r < P; ++r)
           order.push_back(pipelineBlocks(candidate, r, P, micro));

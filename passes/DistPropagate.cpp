@@ -157,6 +157,11 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       return signalPassFailure();
     }
     bool hasTP = meshAttr.axisIndex("tp") >= 0;
+    if (sequenceParallel && !hasTP) {
+      module.emitError("sequence-parallel splits the sequence over a tp axis, which the mesh "
+                       "has not");
+      return signalPassFailure();
+    }
     if (presets && hasTP)
       unfuseSplitProjections(func);
     if (failed(seed(func)))

@@ -167,10 +167,8 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
     // auto: the compiler's candidates, in its order of preference on a tie.
     space.schedules = {chosen};
     if (chosen.automatic) {
-      hpc::PipelineSchedule zb, gpipe;
-      zb.kind = hpc::PipelineSchedule::ZeroBubbleH1;
-      gpipe.kind = hpc::PipelineSchedule::GPipe;
-      space.schedules = {hpc::PipelineSchedule(), zb, gpipe};
+      llvm::SmallVector<hpc::PipelineSchedule> all = hpc::automaticPipelineSchedules();
+      space.schedules.assign(all.begin(), all.end());
     }
     if (microBatch < 0)
       return fail("micro-batch must be positive");

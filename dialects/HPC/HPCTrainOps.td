@@ -73,10 +73,12 @@ def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
                    DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                    DefaultValuedAttr<BoolAttr, "false">:$nesterov,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+  // The guard's type beside it: after an optional buffer type, a trailing
+  // type list would not say which of the two it is.
   let assemblyFormat = [{
     $param `,` $grad `,` $lr (`,` $momentum_buffer^)?
-    (`unless_nonfinite` $unless_nonfinite^)? attr-dict `:` type($param) `,` type($grad) `,`
-    type($lr) (`,` type($momentum_buffer)^)? (`,` type($unless_nonfinite)^)?
+    (`unless_nonfinite` `(` $unless_nonfinite^ `:` type($unless_nonfinite) `)`)?
+    attr-dict `:` type($param) `,` type($grad) `,` type($lr) (`,` type($momentum_buffer)^)?
   }];
   let hasVerifier = 1;
 }
@@ -109,9 +111,9 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
                    DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
-    (`unless_nonfinite` $unless_nonfinite^)? attr-dict `:` type($param) `,` type($grad) `,`
-    type($exp_avg) `,` type($exp_avg_sq) `,` type($lr) `,` type($step)
-    (`,` type($unless_nonfinite)^)?
+    (`unless_nonfinite` `(` $unless_nonfinite^ `:` type($unless_nonfinite) `)`)?
+    attr-dict `:` type($param) `,` type($grad) `,` type($exp_avg) `,` type($exp_avg_sq) `,`
+    type($lr) `,` type($step)
   }];
   let hasVerifier = 1;
 }

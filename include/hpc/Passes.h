@@ -75,6 +75,10 @@ struct PipelineMesh {
 };
 PipelineMesh splitPipelineAxis(llvm::StringRef mesh);
 
+/// The size of axis `name` in a --mesh text ("pp=2,dp=2,tp=2:intra"); 0
+/// when the mesh has no such axis (or not as NAME=SIZE).
+int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef name);
+
 /// The ONNX node name an op's location carries ("" when none).
 std::string locationName(mlir::Location loc);
 

@@ -30,6 +30,11 @@ struct PipelineSchedule {
 /// The schedule's --pipeline-schedule spelling.
 std::string pipelineScheduleName(const PipelineSchedule &schedule);
 
+/// The schedules auto chooses among, in its order of preference on a tie
+/// (fewer activations alive first): 1f1b, zb-h1, gpipe. dist-pipeline
+/// replays them; dist-search costs them.
+llvm::SmallVector<PipelineSchedule> automaticPipelineSchedules();
+
 /// Parses auto | gpipe | 1f1b | interleaved:V (V >= 2) | zb-h1; false with
 /// the reason in `error` for anything else.
 bool parsePipelineSchedule(llvm::StringRef text, PipelineSchedule &out, std::string &error);

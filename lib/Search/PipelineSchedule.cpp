@@ -28,6 +28,16 @@ std::string hpc::pipelineScheduleName(const PipelineSchedule &schedule) {
   return "";
 }
 
+SmallVector<PipelineSchedule> hpc::automaticPipelineSchedules() {
+  SmallVector<PipelineSchedule> out;
+  for (auto kind : {PipelineSchedule::OneFOneB, PipelineSchedule::ZeroBubbleH1,
+                    PipelineSchedule::GPipe}) {
+    out.emplace_back();
+    out.back().kind = kind;
+  }
+  return out;
+}
+
 bool hpc::parsePipelineSchedule(StringRef text, PipelineSchedule &out, std::string &error) {
   auto [kind, parameter] = text.split(':');
   bool hasParameter = text.contains(':');

@@ -45,12 +45,10 @@ static constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double hpc::search::objective(const std::vector<double> &t,
                               const std::vector<double> &e, int64_t m) {
-  double sum = 0, maxQ = -kInf;
-  for (size_t s = t.size(); s-- > 0;)
-    sum = t[s] + sum;
+  std::vector<double> q(t.size());
   for (size_t s = 0; s < t.size(); ++s)
-    maxQ = std::max(maxQ, stageQ(t[s], e[s], m));
-  return sum + maxQ;
+    q[s] = stageQ(t[s], e[s], m);
+  return scheduleObjective(t, q);
 }
 
 double hpc::search::scheduleObjective(const std::vector<double> &fill,
@@ -67,8 +65,8 @@ double hpc::search::scheduleObjective(const std::vector<double> &fill,
 // Pipeline schedules
 //===----------------------------------------------------------------------===//
 
-ScheduleModel::ScheduleModel(const PipelineSchedule &schedule, int S, int64_t m)
-    : schedule(schedule), S(S), m(m), inFlight(size_t(S), 0.0) {
+ScheduleModel::ScheduleModel(const PipelineSchedule &given, int S, int64_t m)
+    : schedule(S == 1 ? PipelineSchedule() : given), S(S), m(m), inFlight(size_t(S), 0.0) {
   if (!runs())
     return;
   double chunk = 1.0 / double(schedule.chunks);
@@ -95,15 +93,19 @@ bool ScheduleModel::fitsLayers(int layers) const {
   return schedule.kind != PipelineSchedule::Interleaved || layers >= schedule.chunks;
 }
 
-/// Interleaved: a rank's V chunks each send and receive.
-static double interleavedTime(const StageCost &c, int64_t chunks) {
-  return c.perMicroBatch + double(chunks - 1) * c.p2p;
+double ScheduleModel::sends() const {
+  return schedule.kind == PipelineSchedule::Interleaved ? double(schedule.chunks) : 1.0;
+}
+
+/// The stage's time per micro-batch with every chunk's sends.
+static double withSends(const ScheduleModel &model, const StageCost &c) {
+  return c.perMicroBatch + (model.sends() - 1) * c.p2p;
 }
 
 double ScheduleModel::fill(const StageCost &c) const {
   switch (schedule.kind) {
   case PipelineSchedule::Interleaved:
-    return interleavedTime(c, schedule.chunks) / double(schedule.chunks);
+    return withSends(*this, c) / double(schedule.chunks);
   case PipelineSchedule::ZeroBubbleH1:
     if (m >= S)
       return c.perMicroBatch - 2 * c.weightGrad;
@@ -116,9 +118,7 @@ double ScheduleModel::fill(const StageCost &c) const {
 double ScheduleModel::steady(const StageCost &c) const {
   switch (schedule.kind) {
   case PipelineSchedule::Interleaved:
-    return (double(m) - 1.0 / double(schedule.chunks)) *
-               interleavedTime(c, schedule.chunks) +
-           c.perStep;
+    return (double(m) - 1.0 / double(schedule.chunks)) * withSends(*this, c) + c.perStep;
   case PipelineSchedule::ZeroBubbleH1:
     if (m >= S)
       return stageQ(c.perMicroBatch, c.perStep, m) + 2 * c.weightGrad;
@@ -128,8 +128,8 @@ double ScheduleModel::steady(const StageCost &c) const {
   }
 }
 
-/// The schedules S stages of m micro-batches can run: one stage runs its
-/// micro-batches one after the other (1F1B's order, one in flight).
+/// The schedules S stages of m micro-batches can run (one stage: one model,
+/// whatever the space allows; ScheduleModel makes it 1F1B's).
 static std::vector<ScheduleModel> scheduleModels(const SearchSpace &space, int S,
                                                  int64_t m) {
   std::vector<ScheduleModel> models;
@@ -1164,7 +1164,7 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
   int S = int(plan.stages.size());
   int64_t m = plan.numMicroBatches;
   int64_t n = plan.devicesPerStage;
-  ScheduleModel model(S == 1 ? PipelineSchedule() : plan.schedule, S, m);
+  ScheduleModel model(plan.schedule, S, m);
   std::vector<double> fill(S), steady(S);
   plan.peakMemory = 0;
   for (int s = 0; s < S; ++s) {
@@ -1196,13 +1196,9 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
   plan.bottleneck = b;
   const StageCost &bc = plan.stages[b].cost;
   double M = double(m);
-  // Interleaved: every chunk sends.
-  double sends = model.schedule.kind == PipelineSchedule::Interleaved
-                     ? double(model.schedule.chunks)
-                     : 1.0;
   plan.compute = M * bc.compute + bc.optimizer;
   plan.exposedComm =
-      M * (bc.tpComm + bc.moeComm + bc.zeroComm + sends * bc.p2p) + bc.gradSync;
+      M * (bc.tpComm + bc.moeComm + bc.zeroComm + model.sends() * bc.p2p) + bc.gradSync;
   plan.bubble = std::max(0.0, plan.stepTime - plan.compute - plan.exposedComm);
   double B = double(ctx.options.globalBatch);
   plan.samplesPerSecond = B / plan.stepTime;

@@ -46,8 +46,8 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // SGD: %[[SB:.+]] = hpc.reduce_sum_square %[[GB]]
 // SGD: %[[SUM:.+]] = hpc.add %[[SW]], %[[SB]]
 // SGD: %[[NORM:.+]] = hpc.sqrt %[[SUM]] : tensor<f32>
-// SGD: hpc.sgd_update %[[W]], %[[GW]], %[[LR]] unless_nonfinite %[[NORM]] : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>{{$}}
-// SGD: hpc.sgd_update %[[B]], %[[GB]], %[[LR]] unless_nonfinite %[[NORM]] : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<f32>{{$}}
+// SGD: hpc.sgd_update %[[W]], %[[GW]], %[[LR]] unless_nonfinite(%[[NORM]] : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}
+// SGD: hpc.sgd_update %[[B]], %[[GB]], %[[LR]] unless_nonfinite(%[[NORM]] : tensor<f32>) : tensor<2xf32>, tensor<2xf32>, tensor<f32>{{$}}
 // SGD: return %[[LOSS]], %[[NORM]] : tensor<f32>, tensor<f32>
 
 // Momentum: one zero-initialized buffer per parameter.
@@ -57,12 +57,12 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // MOM-DAG: %[[BUFW:.+]] = hpc.variable "fc.weight.momentum_buffer" {role = "optimizer"} : tensor<3xf32>{{$}}
 // MOM-DAG: %[[W:.+]] = hpc.variable "fc.weight" {role = "param"}
 // MOM-DAG: %[[B:.+]] = hpc.variable "fc.bias" {role = "param"}
-// MOM: hpc.sgd_update %[[W]], %{{.+}}, %{{.+}}, %[[BUFW]] unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>, tensor<f32>
-// MOM: hpc.sgd_update %[[B]], %{{.+}}, %{{.+}}, %[[BUFB]] unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<2xf32>, tensor<f32>
+// MOM: hpc.sgd_update %[[W]], %{{.+}}, %{{.+}}, %[[BUFW]] unless_nonfinite(%{{.+}} : tensor<f32>) {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>{{$}}
+// MOM: hpc.sgd_update %[[B]], %{{.+}}, %{{.+}}, %[[BUFB]] unless_nonfinite(%{{.+}} : tensor<f32>) {momentum = 9.000000e-01 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<2xf32>{{$}}
 
 // NEST: optimizer = {lr = 1.000000e-03 : f64, momentum = 9.000000e-01 : f64, name = "sgd", nesterov = true,
-// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<3xf32>
-// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite %{{.+}} {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<2xf32>
+// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite(%{{.+}} : tensor<f32>) {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<3xf32>
+// NEST: hpc.sgd_update %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} unless_nonfinite(%{{.+}} : tensor<f32>) {momentum = 9.000000e-01 : f64, nesterov = true} : tensor<2xf32>
 
 // AdamW: exp_avg and exp_avg_sq per parameter, lr and step operands;
 // weight decay 0.01 by default (PyTorch's), equal to the op's default.
@@ -78,8 +78,8 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // ADAMW: %[[GW:.+]] = hpc.exp %[[W]]
 // ADAMW: %[[GB:.+]] = hpc.neg %[[B]]
 // ADAMW: %[[NORM:.+]] = hpc.sqrt
-// ADAMW: hpc.adamw_update %[[W]], %[[GW]], %[[MW]], %[[VW]], %[[LR]], %[[STEP]] unless_nonfinite %[[NORM]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>, tensor<f32>
-// ADAMW: hpc.adamw_update %[[B]], %[[GB]], %[[MB]], %[[VB]], %[[LR]], %[[STEP]] unless_nonfinite %[[NORM]] {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<2xf32>
+// ADAMW: hpc.adamw_update %[[W]], %[[GW]], %[[MW]], %[[VW]], %[[LR]], %[[STEP]] unless_nonfinite(%[[NORM]] : tensor<f32>) {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>{{$}}
+// ADAMW: hpc.adamw_update %[[B]], %[[GB]], %[[MB]], %[[VB]], %[[LR]], %[[STEP]] unless_nonfinite(%[[NORM]] : tensor<f32>) {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<2xf32>
 // ADAMW-NOT: sgd_update
 
 // Clipping: g *= min(1, clip / (norm + 1e-6)); the norm returned is the one

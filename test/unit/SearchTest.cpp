@@ -228,9 +228,10 @@ void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &pla
     devices += sp.numDevices;
   }
   EXPECT_EQ(plan.stages.back().endLayer, int(ctx.model->layers.size()));
-  if (space.uniformStages)
+  if (space.uniformStages) {
     for (const StagePlan &sp : plan.stages)
       EXPECT_TRUE(sp.config == plan.stages[0].config);
+  }
   EXPECT_EQ(devices, plan.devicesUsed);
   EXPECT_LE(plan.devicesUsed, ctx.cluster->numDevices());
   EXPECT_EQ(scheduleObjective(fill, steady), plan.stepTime);
@@ -242,8 +243,9 @@ void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &pla
   }
   // 1F1B and GPipe: the textbook objective.
   if (S == 1 || plan.schedule.kind == hpc::PipelineSchedule::OneFOneB ||
-      plan.schedule.kind == hpc::PipelineSchedule::GPipe)
+      plan.schedule.kind == hpc::PipelineSchedule::GPipe) {
     EXPECT_EQ(objective(t, e, plan.numMicroBatches), plan.stepTime);
+  }
   EXPECT_EQ(plan.microBatch * plan.numMicroBatches, ctx.options.globalBatch);
   EXPECT_NEAR(plan.compute + plan.exposedComm + plan.bubble, plan.stepTime,
               1e-9 * plan.stepTime);

@@ -888,16 +888,7 @@ int main(int argc, char **argv) {
       !StringRef(pipeline.rest).contains("dp="))
     return userError("--zero shards the state over a dp axis: give --mesh=pp=" +
                      std::to_string(pipeline.stages) + ",dp=N");
-  auto hasTensorParallel = [&] {
-    for (StringRef axis : llvm::split(StringRef(pipeline.rest), ',')) {
-      auto [name, size] = axis.split('=');
-      int64_t n = 0;
-      if (name.trim() == "tp" && !size.split(':').first.getAsInteger(10, n) && n >= 2)
-        return true;
-    }
-    return false;
-  };
-  if (sequenceParallelFlag && !autoParallel && !hasTensorParallel())
+  if (sequenceParallelFlag && !autoParallel && hpc::meshAxisSize(meshSpec, "tp") < 2)
     return userError("--sequence-parallel splits the sequence over the tp ranks: give "
                      "--mesh=...,tp=N with N >= 2");
   if (stageBoundariesFlag.getNumOccurrences() && pipeline.stages == 1)

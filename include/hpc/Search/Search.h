@@ -81,6 +81,8 @@ struct ScheduleModel {
   /// compiled stage runs, held from its F until its B (its W under zb-h1).
   std::vector<double> inFlight;
 
+  /// One stage runs its micro-batches one after the other: 1F1B's model
+  /// whatever `schedule` says.
   ScheduleModel(const PipelineSchedule &schedule, int S, int64_t m);
   /// Whether the schedule runs S stages of m micro-batches at all
   /// (interleaved needs m a multiple of S).
@@ -89,6 +91,8 @@ struct ScheduleModel {
   bool fitsLayers(int layers) const;
   double fill(const StageCost &c) const;
   double steady(const StageCost &c) const;
+  /// Each micro-batch's sends per stage (interleaved: one per chunk).
+  double sends() const;
 };
 
 /// One pipeline stage of a plan.

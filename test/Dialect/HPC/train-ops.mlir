@@ -23,6 +23,12 @@ func.func @sgd(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>, %buf: ten
   hpc.sgd_update %p, %g, %lr : tensor<3xf32>, tensor<3xf32>, tensor<f32>
   // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]], %[[BUF]] {momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
   hpc.sgd_update %p, %g, %lr, %buf {momentum = 0.9, nesterov = true, weight_decay = 0.01} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
+  // The guard (hpc-optimizer's skip-nonfinite) with and without a buffer:
+  // its type stays beside it, so neither is taken for the other.
+  // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]] unless_nonfinite(%[[LR]] : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}
+  hpc.sgd_update %p, %g, %lr unless_nonfinite(%lr : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]], %[[BUF]] unless_nonfinite(%[[LR]] : tensor<f32>) {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>{{$}}
+  hpc.sgd_update %p, %g, %lr, %buf unless_nonfinite(%lr : tensor<f32>) {momentum = 0.9} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
   return
 }
 
@@ -33,6 +39,8 @@ func.func @adamw(%p: tensor<3xf32>, %g: tensor<3xf32>, %m: tensor<3xf32>, %v: te
   hpc.adamw_update %p, %g, %m, %v, %lr, %step : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   // CHECK: hpc.adamw_update %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[STEP]] {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} :
   hpc.adamw_update %p, %g, %m, %v, %lr, %step {beta1 = 0.8, beta2 = 0.99, eps = 1.0e-6, weight_decay = 0.0} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  // CHECK: hpc.adamw_update %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[STEP]] unless_nonfinite(%[[LR]] : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>{{$}}
+  hpc.adamw_update %p, %g, %m, %v, %lr, %step unless_nonfinite(%lr : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   return
 }
 
