@@ -226,6 +226,22 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
     return success(ok);
   }
 
+  /// The input hpc.loss_scale (a new 0-d f32 argument), as the loss's type.
+  static Value lossScale(Block &body, GraphBuilder &g, Value loss) {
+    auto func = cast<func::FuncOp>(body.getParentOp());
+    Builder b(func.getContext());
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(
+        index, RankedTensorType::get({}, b.getF32Type()),
+        b.getDictionaryAttr(b.getNamedAttr("hpc.name", b.getStringAttr("hpc.loss_scale"))),
+        func.getLoc());
+    Value scale = func.getArgument(index);
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    if (lossType.getElementType() != b.getF32Type())
+      scale = g.castTo(scale, lossType.getElementType());
+    return scale;
+  }
+
   LogicalResult buildBackward(Block &body, func::ReturnOp ret, Value loss,
                               const llvm::DenseSet<Value> &active,
                               ArrayRef<std::pair<Value, std::string>> trainable,
@@ -233,7 +249,7 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
     OpBuilder b(ret);
     GraphBuilder g(b, loss.getLoc());
     llvm::DenseMap<Value, Value> gradOf;
-    gradOf[loss] = g.scalarLike(loss, 1.0);
+    gradOf[loss] = lossScaleInput ? lossScale(body, g, loss) : g.scalarLike(loss, 1.0);
     auto accumulate = [&](Value v, Value d) {
       Value &slot = gradOf[v];
       slot = slot ? GraphBuilder(b, d.getLoc()).add(slot, d) : d;

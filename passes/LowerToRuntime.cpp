@@ -198,16 +198,27 @@ SmallVector<int32_t> encodeIds(Operation *op, const hpc::ProgramPlan &plan) {
   int32_t expected = op->getNumOperands();
   if (isa<hpc::GemmOp, hpc::ConvTransposeOp, hpc::LayerNormOp>(op))
     expected = 3;
+  // The updates' optional operands each keep their place: the momentum
+  // buffer, the guard, the clip's norm and max norm.
+  auto clipOperand = [](ValueRange clip, size_t i) { return clip.empty() ? Value() : clip[i]; };
   if (auto sgd = dyn_cast<hpc::SGDUpdateOp>(op)) {
-    // Two optional operands: each keeps its place.
-    ids.push_back(5);
-    for (Value v : {sgd.getParam(), sgd.getGrad(), sgd.getLr(), sgd.getMomentumBuffer(),
-                    sgd.getUnlessNonfinite()})
+    ids.push_back(7);
+    for (Value v : std::initializer_list<Value>{
+             sgd.getParam(), sgd.getGrad(), sgd.getLr(), sgd.getMomentumBuffer(),
+                    sgd.getUnlessNonfinite(), clipOperand(sgd.getClip(), 0),
+                    clipOperand(sgd.getClip(), 1)})
       ids.push_back(v ? plan.tensorIds.lookup(v) : -1);
     return ids;
   }
-  if (isa<hpc::AdamWUpdateOp>(op))
-    expected = 7;
+  if (auto adamw = dyn_cast<hpc::AdamWUpdateOp>(op)) {
+    ids.push_back(9);
+    for (Value v : std::initializer_list<Value>{
+             adamw.getParam(), adamw.getGrad(), adamw.getExpAvg(), adamw.getExpAvgSq(),
+                    adamw.getLr(), adamw.getStep(), adamw.getUnlessNonfinite(),
+                    clipOperand(adamw.getClip(), 0), clipOperand(adamw.getClip(), 1)})
+      ids.push_back(v ? plan.tensorIds.lookup(v) : -1);
+    return ids;
+  }
   ids.push_back(expected);
   for (Value v : op->getOperands())
     ids.push_back(plan.tensorIds.lookup(v));
@@ -346,8 +357,20 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
     o["step_input"] = "hpc.step";
     o["loss_output"] = "loss";
     o["grad_norm_output"] = "grad_norm";
+    // hpc-autodiff's loss-scale-input (the train pipeline's) and
+    // hpc-optimizer's clipping threshold, when the step has them.
+    for (const auto &input : plan.inputs) {
+      if (input.first == "hpc.loss_scale")
+        o["loss_scale_input"] = "hpc.loss_scale";
+      if (input.first == "hpc.clip_norm")
+        o["clip_norm_input"] = "hpc.clip_norm";
+    }
     m["train"] = std::move(info);
   }
+  // The stability guard's conservative program says what it changes
+  // (hpc-opt sets it on the module it compiles as such).
+  if (auto conservative = module->getAttrOfType<DictionaryAttr>("hpc.conservative"))
+    m["conservative"] = attributeJson(conservative);
   Array ops;
   std::string block; // the block of the ops before (a rewrite may drop the tag)
   for (Operation *op : plan.kernels) {

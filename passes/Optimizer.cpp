@@ -109,13 +109,12 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     SmallVector<Value> kept;
     for (auto &u : updates)
       kept.push_back(u.second);
-    if (clipNorm > 0) {
-      // clip_grad_norm_: g *= min(1, max_norm / (norm + 1e-6)).
-      Value coef = g.div(g.scalarLike(norm, clipNorm), g.add(norm, g.scalarLike(norm, 1e-6)));
-      coef = g.op<MinOp>({coef, g.scalarLike(norm, 1.0)});
-      for (auto &[p, grad] : updates)
-        grad = g.mul(grad, g.castTo(coef, cast<RankedTensorType>(grad.getType()).getElementType()));
-    }
+    // clip_grad_norm_ (g *= min(1, max_norm / (norm + 1e-6))), fused into
+    // the updates; max_norm is the runtime's (an input, so that it may
+    // change between steps: --clip-norm=auto, the conservative plan).
+    SmallVector<Value> clip;
+    if (clipNorm > 0 || clipNormAuto)
+      clip = {norm, addInput(func, RankedTensorType::get({}, b.getF32Type()), "hpc.clip_norm")};
 
     double wd = weightDecay >= 0 ? double(weightDecay) : (optimizer == "adamw" ? 0.01 : 0.0);
     // A non-finite norm (a NaN or an infinity in any gradient, on any
@@ -129,20 +128,25 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
           operands.push_back(stateLike(body, p, "momentum_buffer"));
         if (guard)
           operands.push_back(guard);
+        operands.append(clip.begin(), clip.end());
         g.make(SGDUpdateOp::getOperationName(), operands,
                {g.f64("momentum", momentum), g.boolean("nesterov", nesterov),
                 g.f64("weight_decay", decay),
                 b.getNamedAttr("operandSegmentSizes",
                                b.getDenseI32ArrayAttr({1, 1, 1, momentum != 0 ? 1 : 0,
-                                                       guard ? 1 : 0}))});
+                                                       guard ? 1 : 0, int32_t(clip.size())}))});
       } else {
         SmallVector<Value> operands{p.getResult(), grad, stateLike(body, p, "exp_avg"),
                                     stateLike(body, p, "exp_avg_sq"), lrIn, stepIn};
         if (guard)
           operands.push_back(guard);
+        operands.append(clip.begin(), clip.end());
         g.make(AdamWUpdateOp::getOperationName(), operands,
                {g.f64("beta1", beta1), g.f64("beta2", beta2), g.f64("eps", eps),
-                g.f64("weight_decay", decay)});
+                g.f64("weight_decay", decay),
+                b.getNamedAttr("operandSegmentSizes",
+                               b.getDenseI32ArrayAttr({1, 1, 1, 1, 1, 1, guard ? 1 : 0,
+                                                       int32_t(clip.size())}))});
       }
     }
     if (!g.ok()) {
@@ -225,7 +229,9 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
       opt.push_back(b.getNamedAttr("beta2", b.getF64FloatAttr(beta2)));
       opt.push_back(b.getNamedAttr("eps", b.getF64FloatAttr(eps)));
     }
-    if (clipNorm > 0)
+    if (clipNormAuto)
+      opt.push_back(b.getNamedAttr("clip_norm_auto", b.getBoolAttr(true)));
+    else if (clipNorm > 0)
       opt.push_back(b.getNamedAttr("clip_norm", b.getF64FloatAttr(clipNorm)));
     // The runtime counts the steps whose updates were skipped (a non-finite
     // grad_norm) and leaves them out of the optimizer's step count.

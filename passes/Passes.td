@@ -253,7 +253,11 @@ def HPCAutodiff : Pass<"hpc-autodiff", "mlir::ModuleOp"> {
     Option<"fusedGradients", "fused-gradients", "bool", /*default=*/"true",
            "GELU's and layer normalization's input gradients as one op each "
            "(hpc.gelu_grad, hpc.layer_norm_grad); false: as chains of forward "
-           "ops (for comparison)">
+           "ops (for comparison)">,
+    Option<"lossScaleInput", "loss-scale-input", "bool", /*default=*/"false",
+           "Start the backward from a 0-d f32 input named hpc.loss_scale (the "
+           "loss's gradient; the train command feeds 1, and NaN for the fault "
+           "nan-grad) instead of the constant 1">
   ];
   let statistics = [
     Statistic<"numTrainable", "trainable", "Trainable weights">,
@@ -312,8 +316,10 @@ def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
   let description = [{
     Consumes the gradients hpc-autodiff returns: computes their global L2
     norm (returned as "grad_norm"), scales them by
-    min(1, clip-norm / (norm + 1e-6)) when `clip-norm` > 0 (PyTorch's
-    clip_grad_norm_), and updates each parameter in place with
+    min(1, c / (norm + 1e-6)) when `clip-norm` > 0 or `clip-norm-auto`
+    (PyTorch's clip_grad_norm_; c is the input "hpc.clip_norm", 0-d f32,
+    which the runtime feeds each step: the compiled clip-norm, the running
+    statistic of --clip-norm=auto, or the conservative plan's), and updates each parameter in place with
     `hpc.sgd_update` or `hpc.adamw_update`, creating the optimizer's state
     as zero-initialized `hpc.variable`s (role "optimizer"). The learning
     rate and the step number become inputs "hpc.lr" (0-d f32) and
@@ -344,6 +350,9 @@ def HPCOptimizer : Pass<"hpc-optimizer", "mlir::ModuleOp"> {
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
     Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
            "Clip the global gradient norm to this (0: no clipping)">,
+    Option<"clipNormAuto", "clip-norm-auto", "bool", /*default=*/"false",
+           "Clip the global gradient norm to a running statistic of the norms "
+           "the runtime keeps (docs/training.md)">,
     Option<"skipNonfinite", "skip-nonfinite", "bool", /*default=*/"true",
            "Skip every update of a step whose global gradient norm is not finite "
            "(PyTorch GradScaler's semantics: the parameters and optimizer state "

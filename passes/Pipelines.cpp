@@ -101,6 +101,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   autodiff.printTrainable = options.printTrainable;
   autodiff.recompute = options.recompute;
   autodiff.fusedGradients = options.fusedGradients;
+  autodiff.lossScaleInput = true;
   pm.addPass(createHPCAutodiff(autodiff));
   if (options.microBatches != 1) {
     // Before the optimizer, which then updates once from the accumulated
@@ -122,6 +123,7 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
   opt.beta2 = options.beta2;
   opt.eps = options.eps;
   opt.clipNorm = options.clipNorm;
+  opt.clipNormAuto = options.clipNormAuto;
   opt.weightDecayExclude = llvm::to_vector(options.weightDecayExclude);
   opt.lrSchedule = options.lrSchedule;
   opt.keepGradients = options.keepGradients;
@@ -243,6 +245,15 @@ bool hpc::parseCompressSpec(llvm::StringRef text, CompressSpec &out, std::string
   error = "--compress must be auto, none, int8, powersgd[:R] or topk[:F], not '" + text.str() +
           "'";
   return false;
+}
+
+double hpc::makeConservative(CompileOptions &options) {
+  options.compress = "none";
+  options.overlap = false;
+  options.asyncCollectives = false;
+  options.clipNorm = options.clipNorm > 0 && !options.clipNormAuto ? options.clipNorm / 2 : 1.0;
+  options.clipNormAuto = false;
+  return 0.5;
 }
 
 void hpc::registerPipelines() {

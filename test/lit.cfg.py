@@ -54,6 +54,7 @@ tool_dirs = [config.hpc_tools_dir, config.llvm_tools_dir]
 tools = [
     "hpc-opt",
     "hpc-calibrate",
+    "hpc-launch",
     "split-file",
     ToolSubst("%PYTHON", config.python_executable, unresolved="ignore"),
     ToolSubst("python3", config.python_executable, unresolved="ignore"),

@@ -1116,7 +1116,17 @@ static LogicalResult checkSameAsParam(Operation *op, Value param,
   return success();
 }
 
+/// An update's clip operands: none, or the norm and the max norm.
+static LogicalResult checkClip(Operation *op, ValueRange clip) {
+  if (!clip.empty() && clip.size() != 2)
+    return op->emitOpError("clip takes the gradient norm and the max norm, got ")
+           << clip.size() << " operand" << (clip.size() == 1 ? "" : "s");
+  return success();
+}
+
 LogicalResult SGDUpdateOp::verify() {
+  if (failed(checkClip(*this, getClip())))
+    return failure();
   if (getMomentum().convertToDouble() != 0 && !getMomentumBuffer())
     return emitOpError("momentum ") << getMomentum().convertToDouble() << " needs a momentum buffer";
   if (getNesterov() && getMomentum().convertToDouble() == 0)
@@ -1126,6 +1136,8 @@ LogicalResult SGDUpdateOp::verify() {
 }
 
 LogicalResult AdamWUpdateOp::verify() {
+  if (failed(checkClip(*this, getClip())))
+    return failure();
   if (getBeta1().convertToDouble() < 0 || getBeta1().convertToDouble() >= 1 || getBeta2().convertToDouble() < 0 || getBeta2().convertToDouble() >= 1)
     return emitOpError("betas must be in [0, 1), got ") << getBeta1().convertToDouble() << ", " << getBeta2().convertToDouble();
   if (getEps().convertToDouble() < 0)

@@ -63,13 +63,17 @@ def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
     f32 tensor (a step input, so schedules need no recompile). With
     `unless_nonfinite` (the step's global gradient norm, 0-d f32), a
     non-finite value leaves the parameter and its buffer as they are
-    (PyTorch GradScaler's skipped step).
+    (PyTorch GradScaler's skipped step). With `clip(%norm, %max_norm)`
+    (both 0-d f32) the gradient is scaled by min(1, max_norm / (norm +
+    1e-6)) as it is read (PyTorch's clip_grad_norm_, fused: no pass of its
+    own over the gradients).
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
                    RankedTensorOf<[AnyFloat]>:$grad,
                    0DTensorOf<[F32]>:$lr,
                    Optional<RankedTensorOf<[AnyFloat]>>:$momentum_buffer,
                    Optional<0DTensorOf<[F32]>>:$unless_nonfinite,
+                   Variadic<0DTensorOf<[F32]>>:$clip,
                    DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                    DefaultValuedAttr<BoolAttr, "false">:$nesterov,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
@@ -78,13 +82,14 @@ def HPC_SGDUpdateOp : Op<HPC_Dialect, "sgd_update",
   let assemblyFormat = [{
     $param `,` $grad `,` $lr (`,` $momentum_buffer^)?
     (`unless_nonfinite` `(` $unless_nonfinite^ `:` type($unless_nonfinite) `)`)?
+    (`clip` `(` $clip^ `:` type($clip) `)`)?
     attr-dict `:` type($param) `,` type($grad) `,` type($lr) (`,` type($momentum_buffer)^)?
   }];
   let hasVerifier = 1;
 }
 
 def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
-    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>,
+    [DeclareOpInterfaceMethods<HPC_ShardingRuleInterface>, AttrSizedOperandSegments,
      MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "One AdamW step on a parameter, in place (PyTorch's torch.optim.AdamW)";
   let description = [{
@@ -97,6 +102,7 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
     and `exp_avg_sq` are `hpc.variable` values no later op reads. With
     `unless_nonfinite` (the step's global gradient norm, 0-d f32), a
     non-finite value leaves all three as they are (GradScaler's skip).
+    `clip(%norm, %max_norm)` scales the gradient as hpc.sgd_update's does.
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$param,
                    RankedTensorOf<[AnyFloat]>:$grad,
@@ -105,6 +111,7 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
                    0DTensorOf<[F32]>:$lr,
                    0DTensorOf<[I64]>:$step,
                    Optional<0DTensorOf<[F32]>>:$unless_nonfinite,
+                   Variadic<0DTensorOf<[F32]>>:$clip,
                    DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                    DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                    DefaultValuedAttr<F64Attr, "1e-8">:$eps,
@@ -112,6 +119,7 @@ def HPC_AdamWUpdateOp : Op<HPC_Dialect, "adamw_update",
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
     (`unless_nonfinite` `(` $unless_nonfinite^ `:` type($unless_nonfinite) `)`)?
+    (`clip` `(` $clip^ `:` type($clip) `)`)?
     attr-dict `:` type($param) `,` type($grad) `,` type($exp_avg) `,` type($exp_avg_sq) `,`
     type($lr) `,` type($step)
   }];

@@ -146,6 +146,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<double> clipNorm{*this, "clip-norm",
                           llvm::cl::desc("Clip the global gradient norm (0: off)"),
                           llvm::cl::init(0.0)};
+  Option<bool> clipNormAuto{
+      *this, "clip-norm-auto",
+      llvm::cl::desc("Clip the global gradient norm to the runtime's running statistic of "
+                     "the norms (hpc-opt --clip-norm=auto)"),
+      llvm::cl::init(false)};
   ListOption<std::string> weightDecayExclude{
       *this, "weight-decay-exclude",
       llvm::cl::desc("No weight decay for parameters whose name contains one of these")};
@@ -206,6 +211,14 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 /// epilogues, choose blocked activation layouts (with `blockedLayouts`),
 /// plan memory and lower (hpc-compile).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// The stability guard's conservative plan of a train step: the settings
+/// the runtime falls back to after repeated loss spikes, as a second
+/// program in the same binary (its state laid out alike). From `options`:
+/// no gradient compression, blocking collectives (no overlap), clipping at
+/// half the global norm clip (1 without one, or with the automatic one);
+/// the learning rate is scaled by the returned factor (0.5) at run time.
+double makeConservative(CompileOptions &options);
 
 /// What hpc-compile runs on each stage's program once the step is built
 /// (the whole step without pipeline stages): partitioning over `mesh` (the

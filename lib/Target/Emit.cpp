@@ -9,6 +9,7 @@
 
 #include "hpc/Target/Emit.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -18,6 +19,7 @@
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -59,14 +61,105 @@ SmallVector<ModuleOp> hpc::pipelineStageModules(ModuleOp module) {
   return stages;
 }
 
+std::string hpc::programManifest(ModuleOp module) {
+  auto global = module.lookupSymbol<LLVM::GlobalOp>("hpc_manifest");
+  if (!global)
+    return "";
+  auto text = llvm::dyn_cast_or_null<StringAttr>(global.getValueOrNull());
+  if (!text)
+    return "";
+  StringRef value = text.getValue();
+  return value.rtrim('\0').str(); // stored NUL-terminated
+}
+
+/// What must agree between two programs sharing a state: each input and
+/// state entry with its tensor (dtype, shape, region, offset), the
+/// weights, the mesh and the state's size.
+static llvm::json::Value stateLayout(const llvm::json::Object &m) {
+  const llvm::json::Array *tensors = m.getArray("tensors");
+  auto resolved = [&](const char *key) {
+    llvm::json::Array out;
+    if (const llvm::json::Array *list = m.getArray(key))
+      for (const llvm::json::Value &v : *list) {
+        const llvm::json::Object *entry = v.getAsObject();
+        if (!entry)
+          continue;
+        // The step inputs the runtime feeds by name (hpc.lr, hpc.clip_norm,
+        // ...) may differ; the data inputs may not.
+        if (std::optional<StringRef> name = entry->getString("name");
+            StringRef(key) == "inputs" && name && name->starts_with("hpc."))
+          continue;
+        llvm::json::Object copy = *entry;
+        std::optional<int64_t> id = entry->getInteger("tensor");
+        if (tensors && id && *id >= 0 && size_t(*id) < tensors->size())
+          copy["tensor"] = (*tensors)[*id];
+        out.push_back(std::move(copy));
+      }
+    return out;
+  };
+  llvm::json::Object layout{{"inputs", resolved("inputs")}, {"state", resolved("state")}};
+  for (const char *key : {"weights", "mesh", "state_bytes", "zero"})
+    if (const llvm::json::Value *v = m.get(key))
+      layout[key] = *v;
+  return layout;
+}
+
+bool hpc::sameStateLayout(StringRef manifestA, StringRef manifestB, std::string &why) {
+  auto a = llvm::json::parse(manifestA), b = llvm::json::parse(manifestB);
+  if (!a || !b || !a->getAsObject() || !b->getAsObject()) {
+    if (!a)
+      llvm::consumeError(a.takeError());
+    if (!b)
+      llvm::consumeError(b.takeError());
+    why = "a manifest does not parse";
+    return false;
+  }
+  llvm::json::Value la = stateLayout(*a->getAsObject()), lb = stateLayout(*b->getAsObject());
+  if (la == lb)
+    return true;
+  for (const char *key : {"inputs", "state", "weights", "mesh", "state_bytes", "zero"}) {
+    const llvm::json::Value *x = la.getAsObject()->get(key), *y = lb.getAsObject()->get(key);
+    if ((x == nullptr) != (y == nullptr) || (x && !(*x == *y))) {
+      why = std::string("their ") + key + " differ";
+      return false;
+    }
+  }
+  why = "their layouts differ";
+  return false;
+}
+
+/// Links `conservative`'s program into `linked` as hpc_conservative_manifest
+/// and hpc_conservative_run.
+static bool linkConservative(llvm::Module &linked, ModuleOp conservative,
+                             llvm::LLVMContext &context, std::string &error) {
+  auto part = translateModuleToLLVMIR(conservative, context, "hpc_conservative");
+  llvm::GlobalVariable *manifest = part ? part->getGlobalVariable("hpc_manifest") : nullptr;
+  llvm::Function *run = part ? part->getFunction("hpc_program_run") : nullptr;
+  if (!manifest || !run) {
+    error = "cannot translate the conservative program to LLVM IR";
+    return false;
+  }
+  manifest->setName("hpc_conservative_manifest");
+  run->setName("hpc_conservative_run");
+  if (llvm::Linker(linked).linkInModule(std::move(part))) {
+    error = "cannot link the conservative program";
+    return false;
+  }
+  return true;
+}
+
 static std::unique_ptr<llvm::Module> translate(ModuleOp module,
                                                llvm::LLVMContext &context,
-                                               std::string &error) {
+                                               std::string &error,
+                                               ModuleOp conservative) {
   SmallVector<ModuleOp> stages = hpc::pipelineStageModules(module);
   if (stages.empty()) {
     auto llvmModule = translateModuleToLLVMIR(module, context, "hpc_program");
     if (!llvmModule)
       error = "cannot translate the lowered module to LLVM IR";
+    if (llvmModule && conservative &&
+        !linkConservative(*llvmModule, conservative, context, error))
+      return nullptr;
     return llvmModule;
   }
   // One object with every stage's program: stage K's manifest and run
@@ -114,9 +207,9 @@ static std::unique_ptr<llvm::Module> translate(ModuleOp module,
 }
 
 LogicalResult hpc::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
-                              std::string &error) {
+                              std::string &error, ModuleOp conservative) {
   llvm::LLVMContext context;
-  auto llvmModule = translate(module, context, error);
+  auto llvmModule = translate(module, context, error, conservative);
   if (!llvmModule)
     return failure();
   llvmModule->print(os, nullptr);
@@ -124,9 +217,9 @@ LogicalResult hpc::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
 }
 
 LogicalResult hpc::emitObjectFile(ModuleOp module, const std::string &path,
-                                  std::string &error) {
+                                  std::string &error, ModuleOp conservative) {
   llvm::LLVMContext context;
-  auto llvmModule = translate(module, context, error);
+  auto llvmModule = translate(module, context, error, conservative);
   if (!llvmModule)
     return failure();
   auto machine = hostMachine(error);

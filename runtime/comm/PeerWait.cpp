@@ -12,6 +12,8 @@
 #include "MpiComm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -224,6 +226,27 @@ void finishPeerWait() {
   service.comm = MPI_COMM_NULL;
 }
 
+namespace {
+std::function<void()> waitHook;
+std::atomic<int64_t> lastHookMs{0};
+
+/// What a waiting rank does after each sleep: answer pings, and run the
+/// wait hook once a second.
+void whileWaiting() {
+  answerPings();
+  if (!waitHook)
+    return;
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  int64_t last = lastHookMs.load(std::memory_order_relaxed);
+  if (now - last >= 1000 && lastHookMs.compare_exchange_strong(last, now))
+    waitHook();
+}
+} // namespace
+
+void setWaitHook(std::function<void()> hook) { waitHook = std::move(hook); }
+
 void waitAll(MPI_Request *requests, int n, MPI_Status *statuses, const char *op, MPI_Comm comm,
              int peer) {
   auto complete = [&] {
@@ -237,11 +260,11 @@ void waitAll(MPI_Request *requests, int n, MPI_Status *statuses, const char *op,
     if (complete())
       return;
   const double t = timeoutS, census = std::min(kCensusS, t / 5);
-  if (pollFor(t - census, complete, answerPings))
+  if (pollFor(t - census, complete, whileWaiting))
     return;
   Census c;
   if (pollFor(census, complete, [&] {
-        answerPings();
+        whileWaiting();
         c.collect();
       }))
     return;

@@ -60,6 +60,11 @@ private:
 bool pollFor(double seconds, const std::function<bool()> &done,
              const std::function<void()> &idle = {});
 
+/// `hook` runs (on whichever thread waits) at most once a second while a
+/// wait on a peer lasts: the train loop's heartbeat (hpc-launch reads a
+/// rank that waits on a peer as alive, the peer that stopped as hung).
+void setWaitHook(std::function<void()> hook);
+
 /// Starts answering the other ranks' pings (collective over `world`, right
 /// after MPI_Init); `prog` starts the timeout's error line.
 void startPeerWait(MPI_Comm world, const std::string &prog);

@@ -652,6 +652,18 @@ void hpcrt_ctx::parseTrain(const json &m) {
   t.stepInput = scalar("step_input", inputs_, "input", HPCRT_I64, t.stepInputName);
   if (t.lrInput == t.stepInput)
     fail("manifest: train.lr_input and train.step_input are the same input");
+  if (j.contains("loss_scale_input") && !j["loss_scale_input"].is_null()) {
+    t.lossScaleInput =
+        scalar("loss_scale_input", inputs_, "input", HPCRT_F32, t.lossScaleInputName);
+    if (t.lossScaleInput == t.lrInput || t.lossScaleInput == t.stepInput)
+      fail("manifest: train.loss_scale_input is the lr or the step input");
+  }
+  if (j.contains("clip_norm_input") && !j["clip_norm_input"].is_null()) {
+    t.clipNormInput = scalar("clip_norm_input", inputs_, "input", HPCRT_F32, t.clipNormInputName);
+    if (t.clipNormInput == t.lrInput || t.clipNormInput == t.stepInput ||
+        t.clipNormInput == t.lossScaleInput)
+      fail("manifest: train.clip_norm_input is another step input");
+  }
   t.lossOutput = scalar("loss_output", outputs_, "output", HPCRT_F32, t.lossOutputName);
   if (j.contains("grad_norm_output") && !j["grad_norm_output"].is_null())
     t.gradNormOutput =
@@ -671,6 +683,18 @@ void hpcrt_ctx::parseTrain(const json &m) {
     t.hasLr = true;
   }
   t.optimizerJson = opt.dump();
+  if (opt.contains("clip_norm")) {
+    if (!opt["clip_norm"].is_number() || !(opt["clip_norm"].get<double>() >= 0))
+      fail("manifest: train.optimizer.\"clip_norm\" is not a non-negative number");
+    t.clipNorm = opt["clip_norm"].get<double>();
+  }
+  if (opt.contains("clip_norm_auto")) {
+    if (!opt["clip_norm_auto"].is_boolean())
+      fail("manifest: train.optimizer.\"clip_norm_auto\" is not a boolean");
+    t.clipNormAuto = opt["clip_norm_auto"].get<bool>();
+  }
+  if (t.clipNormInput >= 0 && !t.clipNormAuto && !(t.clipNorm > 0))
+    fail("manifest: train.clip_norm_input needs optimizer.clip_norm or clip_norm_auto");
   if (opt.contains("skip_nonfinite")) {
     if (!opt["skip_nonfinite"].is_boolean())
       fail("manifest: train.optimizer.\"skip_nonfinite\" is not a boolean");
@@ -688,6 +712,17 @@ void hpcrt_ctx::parseTrain(const json &m) {
       fail("manifest: train.lr_schedule.kind '" + t.scheduleKind +
            "' is not constant, cosine or linear");
     }
+  }
+  // The conservative plan (hpc-opt's second program of the step).
+  if (m.contains("conservative") && !m["conservative"].is_null()) {
+    const json &c = m["conservative"];
+    if (!c.is_object() || !c.contains("lr_scale") || !c["lr_scale"].is_number() ||
+        !(c["lr_scale"].get<double>() > 0))
+      fail("manifest: \"conservative\" needs a positive lr_scale");
+    t.conservative = true;
+    t.conservativeLrScale = c["lr_scale"].get<double>();
+    if (c.contains("compress") && c["compress"].is_string())
+      t.conservativeCompress = c["compress"].get<std::string>();
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (t.isDataInput(static_cast<int>(i)) && tensors_[inputs_[i].tensor].shape.empty())
@@ -903,6 +938,14 @@ void hpcrt_ctx::bindInput(size_t i, int dtype, const std::vector<int64_t> &shape
         x.data = inputBuffers_[i].data();
 }
 
+void hpcrt_ctx::shareState(const hpcrt_ctx &owner) {
+  if (prepared_ || !owner.prepared_ || owner.stateBytes_ != stateBytes_)
+    fail("a shared state needs a prepared owner of the same state size (" +
+         std::to_string(owner.stateBytes_) + " vs " + std::to_string(stateBytes_) + " bytes)");
+  stateBuffer_ = hpcrt::Buffer(owner.stateBuffer_.data(), stateBytes_, nullptr);
+  stateShared_ = true;
+}
+
 void hpcrt_ctx::prepare() {
   bool needWeights = false;
   for (const Tensor &t : tensors_)
@@ -917,8 +960,10 @@ void hpcrt_ctx::prepare() {
     arena_ = backend_.allocate(arenaBytes_);
     if (arenaBytes_)
       memset(arena_.data(), 0, arenaBytes_);
-    stateBuffer_ = backend_.allocate(stateBytes_);
-    initializeState();
+    if (!stateShared_) {
+      stateBuffer_ = backend_.allocate(stateBytes_);
+      initializeState();
+    }
     releaseInitOnlyWeights();
   }
   for (size_t i = 0; i < inputs_.size(); ++i)

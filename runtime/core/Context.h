@@ -115,7 +115,22 @@ struct TrainInfo {
   int64_t batch = 0; ///< the global batch B
   int64_t microBatches = 1; ///< micro-batches the program runs B in (gradients accumulated)
   std::string lrInputName, stepInputName, lossOutputName, gradNormOutputName;
+  std::string lossScaleInputName;
   int lrInput = -1, stepInput = -1;        ///< input numbers
+  /// The 0-d f32 input the backward starts from (the loss's gradient; 1
+  /// each step, NaN for the fault nan-grad); -1 in older programs.
+  int lossScaleInput = -1;
+  /// The 0-d f32 input of the clipping threshold (the optimizer clips the
+  /// gradient norm to it); -1 when the step does not clip.
+  int clipNormInput = -1;
+  std::string clipNormInputName;
+  double clipNorm = 0;       ///< optimizer.clip_norm (0: none, or automatic)
+  bool clipNormAuto = false; ///< optimizer.clip_norm_auto: --clip-norm=auto
+  /// "conservative": this program is the stability guard's conservative
+  /// plan; its lr is the schedule's times lr_scale.
+  bool conservative = false;
+  double conservativeLrScale = 1;
+  std::string conservativeCompress = "none"; ///< its gradient compression
   int lossOutput = -1, gradNormOutput = -1; ///< output numbers (-1: none)
   std::string optimizer; ///< optimizer.name ("sgd", "adamw")
   bool hasLr = false;    ///< optimizer.lr is present
@@ -127,8 +142,11 @@ struct TrainInfo {
   bool skipNonfinite = false;
   std::string scheduleKind = "constant"; ///< lr_schedule.kind
   int64_t warmup = 0, total = 0;         ///< lr_schedule.warmup, .total
-  /// Whether input number `i` is a data input (not the lr or step input).
-  bool isDataInput(int i) const { return i != lrInput && i != stepInput; }
+  /// Whether input number `i` is a data input (not the lr, step or loss
+  /// scale input).
+  bool isDataInput(int i) const {
+    return i != lrInput && i != stepInput && i != lossScaleInput && i != clipNormInput;
+  }
 };
 
 struct OpInfo {
@@ -263,6 +281,10 @@ public:
   /// first.
   void prepare();
   bool prepared() const { return prepared_; }
+  /// Before prepare(): this context runs on `owner`'s state buffer (laid
+  /// out alike; the stability guard's conservative plan), which it neither
+  /// allocates nor initializes. `owner` must outlive it.
+  void shareState(const hpcrt_ctx &owner);
   /// The buffer of input number `i` (after prepare()): the train driver
   /// writes each step's batch into it.
   void *inputData(size_t i);
@@ -378,6 +400,7 @@ private:
   hpcrt::Buffer weightsCopy_;
   hpcrt::Buffer arena_;
   hpcrt::Buffer stateBuffer_;
+  bool stateShared_ = false; ///< stateBuffer_ is another context's (shareState)
   std::vector<hpcrt::Buffer> inputBuffers_;
   std::vector<bool> inputBound_;
   bool prepared_ = false;

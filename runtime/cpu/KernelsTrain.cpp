@@ -117,8 +117,20 @@ static bool skipped(Tensor *guard, const char *op) {
   return guard && !std::isfinite(scalarOf(*guard, HPCRT_F32, op, "unless_nonfinite"));
 }
 
+/// An update's `clip` operands (the global norm and the max norm): the
+/// factor its gradient is read with, min(1, max_norm / (norm + 1e-6)) in
+/// f32 as clip_grad_norm_ computes it; 1 without them.
+static float clipFactor(Tensor *norm, Tensor *maxNorm, const char *op) {
+  if (!norm || !maxNorm)
+    return 1.0f;
+  float n = static_cast<float>(scalarOf(*norm, HPCRT_F32, op, "clip norm"));
+  float max = static_cast<float>(scalarOf(*maxNorm, HPCRT_F32, op, "clip max_norm"));
+  float coef = max / (n + 1e-6f);
+  return coef < 1.0f ? coef : 1.0f;
+}
+
 HPCRT_KERNEL(sgd_update) {
-  c.expect(0, 5);
+  c.expect(0, 7);
   double momentum = c.f(), weightDecay = c.f();
   bool nesterov = c.b();
   Tensor &param = c.in(0), &grad = c.in(1);
@@ -127,6 +139,7 @@ HPCRT_KERNEL(sgd_update) {
     return;
   checkLikeParam(grad, param, "sgd_update", "grad");
   double lr = scalarOf(c.in(2), HPCRT_F32, "sgd_update", "lr");
+  const float clip = clipFactor(c.opt(5), c.opt(6), "sgd_update");
   if (momentum != 0.0) {
     if (!buffer)
       fail("sgd_update: momentum " + std::to_string(momentum) + " needs a momentum_buffer");
@@ -142,10 +155,13 @@ HPCRT_KERNEL(sgd_update) {
     // param.add_(grad, alpha=-lr).
     const T wd = static_cast<T>(weightDecay), mom = static_cast<T>(momentum),
             negLr = static_cast<T>(-lr);
-    const bool decay = weightDecay != 0.0;
+    const bool decay = weightDecay != 0.0, clipped = c.opt(5) != nullptr;
+    const T gscale = static_cast<T>(clip);
     parallelFor(param.numel, kUpdateCost, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         T g = gr[i];
+        if (clipped)
+          g = g * gscale;
         if (decay)
           g = g + wd * p[i];
         if (buf) {
@@ -161,7 +177,7 @@ HPCRT_KERNEL(sgd_update) {
 }
 
 HPCRT_KERNEL(adamw_update) {
-  c.expect(0, 7);
+  c.expect(0, 9);
   double beta1 = c.f(), beta2 = c.f(), eps = c.f(), weightDecay = c.f();
   Tensor &param = c.in(0), &grad = c.in(1), &expAvg = c.in(2), &expAvgSq = c.in(3);
   if (skipped(c.opt(6), "adamw_update"))
@@ -171,6 +187,8 @@ HPCRT_KERNEL(adamw_update) {
   checkLikeParam(expAvgSq, param, "adamw_update", "exp_avg_sq");
   double lr = scalarOf(c.in(4), HPCRT_F32, "adamw_update", "lr");
   double stepValue = scalarOf(c.in(5), HPCRT_I64, "adamw_update", "step");
+  const float clip = clipFactor(c.opt(7), c.opt(8), "adamw_update");
+  const bool clipped = c.opt(7) != nullptr;
   if (stepValue < 1)
     fail("adamw_update: step " + std::to_string(static_cast<int64_t>(stepValue)) +
          " is not positive (steps count from 1)");
@@ -191,6 +209,7 @@ HPCRT_KERNEL(adamw_update) {
     const T b2 = static_cast<T>(beta2), c2 = static_cast<T>(1.0 - beta2);
     const T bc2 = static_cast<T>(biasCorrection2Sqrt), e = static_cast<T>(eps);
     const T negStep = static_cast<T>(-stepSize);
+    const T gscale = static_cast<T>(clip);
 #ifdef HPCRT_X86_SIMD
     // f32 on AVX2/AVX-512: the same operations in vectors (Simd.h).
     if constexpr (std::is_same_v<T, float>) {
@@ -198,7 +217,7 @@ HPCRT_KERNEL(adamw_update) {
         auto row = simdLevel() == 2 ? avx512::adamwRow : avx2::adamwRow;
         parallelFor(param.numel, kUpdateCost, [&](int64_t i0, int64_t i1) {
           row(p + i0, gr + i0, m + i0, v + i0, i1 - i0, decay, keep, smallWeight, w, b2, c2,
-              bc2, e, negStep);
+              bc2, e, negStep, clipped, clip);
         });
         return;
       }
@@ -209,7 +228,7 @@ HPCRT_KERNEL(adamw_update) {
         T pv = p[i];
         if (decay)
           pv = pv * keep; // param.mul_(1 - lr * weight_decay)
-        const T g = gr[i];
+        const T g = clipped ? gr[i] * gscale : gr[i];
         T a = m[i];
         T diff = g - a;
         a = smallWeight ? a + w * diff : g - diff * (T(1) - w);

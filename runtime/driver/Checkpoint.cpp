@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
-
+#include "Faults.h"
 #include "Files.h"
 #include "../io/OnnxInitializers.h"
 #include "../io/Safetensors.h"
@@ -184,6 +184,17 @@ CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &
       bad("optimizer.skipped_steps is not a count below the step");
     c.skippedSteps = k.get<int64_t>();
   }
+  if (m.contains("optimizer") && m["optimizer"].is_object() &&
+      m["optimizer"].contains("clip_norm_auto")) {
+    const json &k = m["optimizer"]["clip_norm_auto"];
+    if (!k.is_object() || !k.contains("mean") || !k["mean"].is_number() || !k.contains("var") ||
+        !k["var"].is_number() || !k.contains("count") || !k["count"].is_number_integer() ||
+        k["count"].get<int64_t>() < 0)
+      bad("optimizer.clip_norm_auto is not {mean, var, count}");
+    c.clip.mean = k["mean"].get<double>();
+    c.clip.var = k["var"].get<double>();
+    c.clip.count = k["count"].get<int64_t>();
+  }
   if (m.contains("rng") && m["rng"].is_object() && m["rng"].contains("seed_counter") &&
       m["rng"]["seed_counter"].is_number_unsigned())
     c.rngCounter = m["rng"]["seed_counter"].get<uint64_t>();
@@ -300,7 +311,8 @@ CheckpointWriter::CheckpointWriter(Context &ctx, MpiRun &mpi, std::string dir, i
                                    CheckpointPlan plan)
     : ctx_(ctx), mpi_(mpi), dir_(std::move(dir)), keep_(keep), plan_(std::move(plan)) {}
 
-uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skippedSteps) {
+uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skippedSteps,
+                                 const ClipStats &clip, bool crash) {
   const bool root = mpi_.rank == 0;
   std::string tmp;
   mpi_.step([&] {
@@ -317,7 +329,7 @@ uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skipp
   };
   uint64_t mapped = 0;
   ShardInfo mine;
-  mpi_.step([&] { mine = writeShard(tmp, step, mapped); }, cleanup);
+  mpi_.step([&] { mine = writeShard(tmp, step, mapped, crash); }, cleanup);
   std::vector<uint64_t> all = mpi_.allGather({mine.bytes, mine.hash});
   mpi_.step(
       [&] {
@@ -326,7 +338,7 @@ uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skipp
         std::vector<ShardInfo> shards;
         for (int r = 0; r < mpi_.size; ++r)
           shards.push_back({shardName(r), all[2 * r], all[2 * r + 1]});
-        writeManifest(tmp, step, nextSample, skippedSteps, shards);
+        writeManifest(tmp, step, nextSample, skippedSteps, clip, shards);
         syncPath(tmp);
         publish(tmp, step);
         prune(step);
@@ -335,7 +347,8 @@ uint64_t CheckpointWriter::write(int64_t step, int64_t nextSample, int64_t skipp
   return mapped;
 }
 
-ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uint64_t &mapped) {
+ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uint64_t &mapped,
+                                      bool crash) {
   std::map<std::string, std::string> meta = {
       {"hpc_plan_hash", plan_.planHash},
       {"hpc_step", std::to_string(step)},
@@ -353,6 +366,13 @@ ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uin
   for (const Piece &p : statePieces(ctx_, false))
     pieces.push_back(p);
   std::string path = tmp + "/" + shardName(mpi_.rank);
+  if (crash) {
+    // The fault crash-in-checkpoint: the first half of the shard's pieces
+    // reach the file, then the process dies.
+    pieces.resize((pieces.size() + 1) / 2);
+    writeDurably(path, pieces);
+    Faults::killSelf();
+  }
   writeDurably(path, pieces);
   MappedFile f(path);
   mapped = f.size();
@@ -360,7 +380,7 @@ ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uin
 }
 
 void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64_t nextSample,
-                                     int64_t skippedSteps,
+                                     int64_t skippedSteps, const ClipStats &clip,
                                      const std::vector<ShardInfo> &shards) {
   json m;
   m["format"] = "hpc-opt checkpoint";
@@ -370,6 +390,9 @@ void CheckpointWriter::writeManifest(const std::string &tmp, int64_t step, int64
   m["step"] = step;
   m["data_position"] = {{"next_sample", nextSample}, {"step", step}};
   m["optimizer"] = {{"skipped_steps", skippedSteps}};
+  if (clip.count)
+    m["optimizer"]["clip_norm_auto"] = {
+        {"mean", clip.mean}, {"var", clip.var}, {"count", clip.count}};
   m["rng"] = {{"seed_counter", 0}};
   m["world_size"] = plan_.worldSize;
   m["layout"] = plan_.layout;

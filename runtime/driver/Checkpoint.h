@@ -24,6 +24,7 @@
 #ifndef HPCRT_DRIVER_CHECKPOINT_H
 #define HPCRT_DRIVER_CHECKPOINT_H
 
+#include "Guard.h"
 #include "Process.h"
 
 #include <cstdint>
@@ -56,6 +57,7 @@ struct CheckpointInfo {
   int64_t step = 0;
   int64_t nextSample = 0; ///< the data position: the next global sample
   int64_t skippedSteps = 0; ///< steps whose updates were skipped (not in the optimizer's count)
+  ClipStats clip;           ///< --clip-norm=auto's statistic (optimizer.clip_norm_auto)
   uint64_t rngCounter = 0;
   std::vector<ShardInfo> shards;
 };
@@ -102,8 +104,10 @@ public:
   CheckpointWriter(Context &ctx, MpiRun &mpi, std::string dir, int64_t keep,
                    CheckpointPlan plan);
   /// Writes DIR/step-`step` (see the file comment); returns the bytes this
-  /// rank mapped transiently (to checksum its shard).
-  uint64_t write(int64_t step, int64_t nextSample, int64_t skippedSteps = 0);
+  /// rank mapped transiently (to checksum its shard). `crash` (the fault
+  /// crash-in-checkpoint) kills this process with its shard half written.
+  uint64_t write(int64_t step, int64_t nextSample, int64_t skippedSteps = 0,
+                 const ClipStats &clip = {}, bool crash = false);
   const std::string &dir() const { return dir_; }
 
 private:
@@ -114,8 +118,9 @@ private:
   CheckpointPlan plan_;
 
   /// Writes this rank's shard; returns its size and checksum.
-  ShardInfo writeShard(const std::string &tmp, int64_t step, uint64_t &mapped);
+  ShardInfo writeShard(const std::string &tmp, int64_t step, uint64_t &mapped, bool crash);
   void writeManifest(const std::string &tmp, int64_t step, int64_t nextSample, int64_t skippedSteps,
+                     const ClipStats &clip,
                      const std::vector<ShardInfo> &shards);
   /// Renames tmp to DIR/step-N (replacing an older one), updates latest.
   void publish(const std::string &tmp, int64_t step);

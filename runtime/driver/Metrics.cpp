@@ -19,6 +19,23 @@
 
 namespace hpcrt::driver {
 
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 std::string jsonFloat(float v) {
   if (!std::isfinite(v))
     return "null";
@@ -94,13 +111,21 @@ void MetricsFile::step(const StepReport &r) {
     j.add("eval_loss", jsonDouble(r.evalLoss));
   if (r.skipped)
     j.add("skipped", std::string("true"));
+  if (r.rolledBack)
+    j.add("rolled_back", std::string("true"));
   line(j.text());
-  if (r.skipped)
-    line(JsonLine()
-             .add("event", std::string("\"skip\""))
-             .add("step", r.step)
-             .add("reason", std::string("\"non-finite gradient norm\""))
-             .text());
+  for (const GuardEvent &e : r.events)
+    event(r.step, e);
+}
+
+void MetricsFile::event(int64_t step, const GuardEvent &e) {
+  JsonLine j;
+  j.add("event", jsonString(e.name)).add("step", step).add("reason", jsonString(e.reason));
+  if (e.toStep >= 0)
+    j.add("to_step", e.toStep);
+  if (e.skippedBatches >= 0)
+    j.add("skipped_batches", e.skippedBatches);
+  line(j.text());
 }
 
 Progress::Progress(bool terminal, int64_t logEvery, int64_t lastStep, int64_t firstStep,

@@ -20,6 +20,15 @@
 namespace hpcrt::driver {
 
 /// What one step reports.
+/// Something the guard did at a step: {"event": name, "step": N, "reason":
+/// reason} in the metrics (and a line on the terminal), with a rollback's
+/// state step and skipped batches.
+struct GuardEvent {
+  std::string name, reason;
+  int64_t toStep = -1;         ///< rollback: the step of the state restored
+  int64_t skippedBatches = -1; ///< rollback: the batches skipped
+};
+
 struct StepReport {
   int64_t step = 0;
   float loss = 0;
@@ -31,8 +40,12 @@ struct StepReport {
   bool hasEval = false;
   double evalLoss = 0;
   bool skipped = false; ///< the updates were skipped (a non-finite gradient norm)
+  bool rolledBack = false; ///< the loss monitor rolled the state back
+  std::vector<GuardEvent> events;
 };
 
+/// A string as JSON (quoted, escaped).
+std::string jsonString(const std::string &s);
 /// A float as JSON: the shortest %g text that reads back as the same float
 /// (at most 9 digits); null when not finite.
 std::string jsonFloat(float v);
@@ -64,8 +77,10 @@ public:
   bool open() const { return f_ != nullptr; }
   /// The step's line: step, loss, lr, grad_norm, step_ms, tokens_per_s
   /// (and eval_loss), flushed at once; for a skipped step also "skipped":
-  /// true and then an event line {"event": "skip", "step": N, "reason": ...}.
+  /// true, for a rolled-back one "rolled_back": true; then a line for each
+  /// of its events.
   void step(const StepReport &r);
+  void event(int64_t step, const GuardEvent &e);
   void line(const std::string &text);
 
 private:

@@ -48,6 +48,8 @@ int launcherSize() {
 #pragma weak hpc_stage_count
 #pragma weak hpc_stage_manifests
 #pragma weak hpc_stage_programs
+#pragma weak hpc_conservative_manifest
+#pragma weak hpc_conservative_run
 
 const CompiledProgram &compiledProgram() {
   static const CompiledProgram program = [] {
@@ -55,6 +57,10 @@ const CompiledProgram &compiledProgram() {
     if (&hpc_stage_count == nullptr) {
       p.manifest = hpc_manifest;
       p.run = hpc_program_run;
+      if (&hpc_conservative_run != nullptr) {
+        p.conservativeManifest = hpc_conservative_manifest;
+        p.conservativeRun = hpc_conservative_run;
+      }
       return p;
     }
     p.stages = hpc_stage_count;
@@ -154,6 +160,11 @@ void MpiRun::start(Context &ctx) {
   MPI_Comm_free(&node);
   std::vector<uint64_t> nodeOf = allGather({static_cast<uint64_t>(leader)});
   checkPlacement(ctx.ranksPerNode(), nodeOf);
+  std::vector<uint64_t> leaders = nodeOf;
+  std::sort(leaders.begin(), leaders.end());
+  leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
+  auto mine = std::lower_bound(leaders.begin(), leaders.end(), static_cast<uint64_t>(leader));
+  this->node = static_cast<int>(mine - leaders.begin());
   comm->setNodes(std::move(nodeOf));
 }
 
@@ -293,9 +304,9 @@ uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose) {
   return 0;
 }
 
-void setupKernels(Context &ctx) {
+void setupKernels(Context &ctx, ProgramRun run) {
   ctx.beginSetup();
-  compiledProgram().run(&ctx);
+  (run ? run : compiledProgram().run)(&ctx);
   ctx.endSetup();
   if (!ctx.kernelNote().empty() && launcherRank() == 0) {
     fprintf(stderr, "%s: note: %s\n", progName.c_str(), ctx.kernelNote().c_str());
@@ -303,9 +314,9 @@ void setupKernels(Context &ctx) {
   }
 }
 
-void runProgram(Context &ctx, MpiRun &mpi) {
+void runProgram(Context &ctx, MpiRun &mpi, ProgramRun run) {
   ctx.beginRun();
-  compiledProgram().run(&ctx);
+  (run ? run : compiledProgram().run)(&ctx);
   if (mpi.queue) {
     std::string error = mpi.queue->finishRun();
     if (!error.empty() && !ctx.failed())

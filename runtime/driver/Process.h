@@ -47,9 +47,15 @@ int launcherSize();
 /// The compiled program this process runs: the binary's one program, or in
 /// a pipeline binary (hpcrt.h, "Pipeline programs") its pp stage's, picked
 /// by the launcher's rank (fails when the ranks do not split into the stages).
+/// A compiled program's entry point (hpc_program_run and its kin).
+using ProgramRun = void (*)(hpcrt_ctx *);
+
 struct CompiledProgram {
   const char *manifest = nullptr;
-  void (*run)(hpcrt_ctx *) = nullptr;
+  ProgramRun run = nullptr;
+  /// The stability guard's conservative plan (null when the binary has none).
+  const char *conservativeManifest = nullptr;
+  ProgramRun conservativeRun = nullptr;
   int stage = 0, stages = 1;
   std::vector<const char *> manifests; ///< every stage's (a pipeline binary)
 };
@@ -74,6 +80,7 @@ struct MpiRun {
   /// else comm::kDefaultPeerTimeoutS).
   double peerTimeout = 0;
   int localRanks = 1; ///< ranks on this node
+  int node = 0;       ///< this node's number (nodes in the order of their lowest rank)
   std::unique_ptr<comm::MpiComm> comm;
   /// The asynchronous ops' communication thread (threaded when MPI allows
   /// calls from one thread at a time, whichever it is).
@@ -155,13 +162,15 @@ uint64_t loadWeights(Context &ctx, const std::string &override, bool verbose);
 /// The setup run (Context::beginSetup): the compiled program called once
 /// after prepare() so that every stateful kernel makes its primitive and
 /// the scratchpad is allocated before the first run. A kernel that fails
-/// here leaves its error in the context.
-void setupKernels(Context &ctx);
+/// here leaves its error in the context. `run`: another program of the
+/// binary (the conservative plan's) instead of the compiled one.
+void setupKernels(Context &ctx, ProgramRun run = nullptr);
 
 /// One run of the compiled program: hpc_program_run, then the end of its
 /// asynchronous communication (an error of it becomes the context's). A
-/// kernel error stays in the context; finishRun() reports it.
-void runProgram(Context &ctx, MpiRun &mpi);
+/// kernel error stays in the context; finishRun() reports it. `run` as for
+/// setupKernels.
+void runProgram(Context &ctx, MpiRun &mpi, ProgramRun run = nullptr);
 /// After runProgram: completes the buffered sends and makes the ranks agree
 /// on the context's error (the lowest failing rank prints it; every rank
 /// exits 1).

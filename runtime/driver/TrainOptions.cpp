@@ -13,7 +13,6 @@
 #include "Args.h"
 #include "Process.h"
 
-#include <cstdlib>
 
 namespace hpcrt::driver {
 
@@ -117,6 +116,25 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
       setOnce(o.trace, f, a.value());
     } else if (f == "--peer-timeout") {
       o.peerTimeout = parsePeerTimeout(f, a.value());
+    } else if (f == "--on-divergence") {
+      o.guard.onDivergence = parseOnDivergence(f, a.value());
+    } else if (f == "--spike-window") {
+      o.guard.spikeWindow = parsePositive(f, a.value());
+      if (o.guard.spikeWindow < 2)
+        fail("--spike-window must be at least 2 (a spread needs two losses)");
+    } else if (f == "--spike-sigma") {
+      o.guard.spikeSigma = parseNonNegative(f, a.value());
+      if (o.guard.spikeSigma <= 0)
+        fail("--spike-sigma must be positive");
+    } else if (f == "--snapshot-every") {
+      o.guard.snapshotEvery = parsePositive(f, a.value());
+    } else if (f == "--max-rollbacks") {
+      o.guard.maxRollbacks = parsePositive(f, a.value());
+    } else if (f == "--rollback-window") {
+      o.guard.rollbackWindow = parsePositive(f, a.value());
+    } else if (f == "--conservative-plan") {
+      a.noValue();
+      o.conservativePlan = true;
     } else if (f == "--verbose" || f == "-v") {
       a.noValue();
       o.verbose = true;
@@ -129,16 +147,6 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
   }
   checkCombinations(o, haveSteps, haveKeep);
   return o;
-}
-
-int64_t faultKillStep() {
-  const char *v = getenv("HPC_FAULT");
-  if (!v || !*v)
-    return 0;
-  std::string s = v;
-  if (s.rfind("kill@", 0) != 0)
-    fail("HPC_FAULT: expected kill@STEP, got '" + s + "'");
-  return parsePositive("HPC_FAULT kill@", s.substr(5));
 }
 
 } // namespace hpcrt::driver

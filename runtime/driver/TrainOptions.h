@@ -2,7 +2,7 @@
 //
 // The command line of the train command, parsed and checked on its own
 // (which flags need which others), before the program's manifest is
-// consulted; and HPC_FAULT, the fault injection of the tests.
+// consulted.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 #define HPCRT_DRIVER_TRAINOPTIONS_H
 
 #include "Data.h"
+#include "Guard.h"
 #include "Schedule.h"
 
 #include <cstdint>
@@ -46,14 +47,12 @@ struct TrainOptions {
   std::string weights;       ///< --weights FILE (as for run)
   std::string trace;         ///< --trace FILE.json: the kernels of every step
   bool verbose = false;      ///< --verbose
+  GuardOptions guard;        ///< --on-divergence, --spike-*, --snapshot-every, ...
+  bool conservativePlan = false; ///< --conservative-plan: every step on it
 };
 
 /// Parses argv[2..] of `./model train` (throws hpcrt::Error, one line).
 TrainOptions parseTrainOptions(int argc, char **argv);
-
-/// The step HPC_FAULT=kill@STEP names (0 when HPC_FAULT is unset or empty;
-/// any other value is an error).
-int64_t faultKillStep();
 
 } // namespace hpcrt::driver
 

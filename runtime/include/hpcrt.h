@@ -313,9 +313,15 @@
  *     data_location dropped); every other protobuf field is copied as it
  *     was, external initializers are inlined; checked before step 1,
  *     written atomically after the last step by rank 0.
- *   - HPC_FAULT=kill@STEP (environment, for tests): the process raises
- *     SIGKILL in that step, after its program ran, before its metrics and
- *     checkpoint are written. Unset or empty: inert; anything else: error.
+ *   - HPC_FAULT (environment, for tests; runtime/driver/Faults.h): faults
+ *     at given steps, comma-separated (nan-grad, loss-spike, kill,
+ *     kill-rank, kill-node, hang-rank, crash-in-checkpoint), armed only
+ *     when HPC_ATTEMPT is unset or 0. Unset or empty: inert; a malformed
+ *     value: error.
+ *   - HPC_HEARTBEAT, HPC_ATTEMPT, HPC_RESTART_REASON: set by hpc-launch
+ *     (runtime/driver/Launch.h).
+ *   - train.loss_scale_input (optional): a 0-d f32 input the backward
+ *     starts from; the runtime feeds 1 (NaN for the fault nan-grad).
  *   - hpcrt_tensor_data (below) is for hand-written stand-in programs.
  *
  *
@@ -565,6 +571,14 @@ void hpc_program_run(hpcrt_ctx *ctx);
 extern const int32_t hpc_stage_count;
 extern const char *const hpc_stage_manifests[];
 extern void (*const hpc_stage_programs[])(hpcrt_ctx *ctx);
+
+/* The stability guard's conservative plan (hpc-opt --train, unless
+ * --no-conservative-plan; not with pipeline stages): the same step compiled
+ * with conservative settings, its inputs, state and weights laid out as
+ * the program's, and "conservative": {"lr_scale": F, ...} in its manifest.
+ * The train command switches to it after --max-rollbacks rollbacks. */
+extern const char hpc_conservative_manifest[];
+void hpc_conservative_run(hpcrt_ctx *ctx);
 
 /* 64-bit hash of the weights data section: FNV-1a over little-endian 64-bit
  * words (the tail, fewer than 8 bytes, zero-padded into one last word),

@@ -82,23 +82,18 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xi64> {hp
 // ADAMW: hpc.adamw_update %[[B]], %[[GB]], %[[MB]], %[[VB]], %[[LR]], %[[STEP]] unless_nonfinite(%[[NORM]] : tensor<f32>) {beta1 = 8.000000e-01 : f64, eps = 9.9999999999999995E-7 : f64} : tensor<2xf32>
 // ADAMW-NOT: sgd_update
 
-// Clipping: g *= min(1, clip / (norm + 1e-6)); the norm returned is the one
-// before clipping.
+// Clipping: g *= min(1, max_norm / (norm + 1e-6)), fused into the updates
+// (their clip operands: the norm and the input hpc.clip_norm, which the
+// runtime feeds); the norm returned is the one before clipping.
 // CLIP: clip_norm = 2.500000e+00 : f64
 // CLIP-LABEL: func.func @main
+// CLIP-SAME: %[[MAX:[^:]+]]: tensor<f32> {hpc.name = "hpc.clip_norm"}
 // CLIP: %[[GW:.+]] = hpc.exp
 // CLIP: %[[GB:.+]] = hpc.neg
 // CLIP: %[[NORM:.+]] = hpc.sqrt
-// CLIP: %[[TINY:.+]] = hpc.constant dense<9.99999997E-7> : tensor<f32>
-// CLIP: %[[DEN:.+]] = hpc.add %[[NORM]], %[[TINY]]
-// CLIP: %[[MAX:.+]] = hpc.constant dense<2.500000e+00> : tensor<f32>
-// CLIP: %[[RATIO:.+]] = hpc.div %[[MAX]], %[[DEN]]
-// CLIP: %[[ONE:.+]] = hpc.constant dense<1.000000e+00> : tensor<f32>
-// CLIP: %[[COEF:.+]] = hpc.min %[[RATIO]], %[[ONE]]
-// CLIP: %[[CW:.+]] = hpc.mul %[[GW]], %[[COEF]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
-// CLIP: %[[CB:.+]] = hpc.mul %[[GB]], %[[COEF]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-// CLIP: hpc.sgd_update %{{.+}}, %[[CW]], %{{.+}} :
-// CLIP: hpc.sgd_update %{{.+}}, %[[CB]], %{{.+}} :
+// CLIP-NOT: hpc.mul
+// CLIP: hpc.sgd_update %{{.+}}, %[[GW]], %{{.+}} unless_nonfinite(%[[NORM]] : tensor<f32>) clip(%[[NORM]], %[[MAX]] : tensor<f32>, tensor<f32>) :
+// CLIP: hpc.sgd_update %{{.+}}, %[[GB]], %{{.+}} unless_nonfinite(%[[NORM]] : tensor<f32>) clip(%[[NORM]], %[[MAX]] : tensor<f32>, tensor<f32>) :
 // CLIP: return %{{.+}}, %[[NORM]] : tensor<f32>, tensor<f32>
 
 // weight-decay-exclude: parameters whose name contains a listed part get no

@@ -26,8 +26,9 @@
 // CHECK: %[[FATTRS:.+]] = llvm.mlir.addressof @[[GF:fattrs[0-9]+]]
 // CHECK: %[[OP:.+]] = llvm.mlir.constant(3 : i32)
 // CHECK: llvm.call @hpcrt_sgd_update(%[[CTX]], %[[OP]], %[[IDS]], %[[IATTRS]], %[[FATTRS]],
-// No results; 4 operands: param 4, grad 0, lr 1, buffer 3.
-// CHECK: llvm.mlir.global internal constant @[[G]](dense<[0, 5, 4, 0, 1, 3, -1]> : tensor<7xi32>)
+// No results; 7 operand places: param 4, grad 0, lr 1, buffer 3, no guard,
+// no clip (norm, max norm).
+// CHECK: llvm.mlir.global internal constant @[[G]](dense<[0, 7, 4, 0, 1, 3, -1, -1, -1]> : tensor<9xi32>)
 // nesterov, then momentum and weight decay.
 // CHECK: llvm.mlir.global internal constant @[[GI]](dense<0> : tensor<1xi64>)
 // CHECK: llvm.mlir.global internal constant @[[GF]](dense<[9.000000e-01, 0.000000e+00]> : tensor<2xf64>)
@@ -49,7 +50,7 @@ module attributes {hpc.train = {batch = 2 : i64, lr_schedule = {kind = "constant
 // CHECK-LABEL: module
 // CHECK: \22state\22:[{\22init\22:\22weights\22,\22name\22:\22w\22,\22role\22:\22param\22,\22tensor\22:3,\22weights_offset\22:0}],\22state_bytes\22:12,
 // CHECK: llvm.call @hpcrt_sgd_update
-// CHECK: llvm.mlir.global internal constant @{{ids[0-9]+}}(dense<[0, 5, 3, 0, 1, -1, -1]> : tensor<7xi32>)
+// CHECK: llvm.mlir.global internal constant @{{ids[0-9]+}}(dense<[0, 7, 3, 0, 1, -1, -1, -1, -1]> : tensor<9xi32>)
 module attributes {hpc.train = {batch = 3 : i64, lr_schedule = {kind = "constant", total = 0 : i64, warmup = 0 : i64}, optimizer = {lr = 1.000000e-01 : f64, momentum = 0.000000e+00 : f64, name = "sgd", nesterov = false, weight_decay = 0.000000e+00 : f64}}} {
   func.func @main(%x: tensor<3xf32> {hpc.name = "x"}, %lr: tensor<f32> {hpc.name = "hpc.lr"}, %step: tensor<i64> {hpc.name = "hpc.step"}) -> (tensor<f32> {hpc.name = "loss"}) {
     %w = hpc.variable "w" : tensor<3xf32> = dense<[1.0, 2.0, 3.0]>
@@ -72,7 +73,7 @@ module attributes {hpc.train = {batch = 3 : i64, lr_schedule = {kind = "constant
 // CHECK: %[[IDS:.+]] = llvm.mlir.addressof @[[G:ids[0-9]+]]
 // CHECK: %[[FATTRS:.+]] = llvm.mlir.addressof @[[GF:fattrs[0-9]+]]
 // CHECK: llvm.call @hpcrt_adamw_update(%{{.+}}, %{{.+}}, %[[IDS]], %{{.+}}, %[[FATTRS]], %{{.+}})
-// CHECK: llvm.mlir.global internal constant @[[G]](dense<[0, 7, 5, 0, 4, 3, 1, 2, -1]> : tensor<9xi32>)
+// CHECK: llvm.mlir.global internal constant @[[G]](dense<[0, 9, 5, 0, 4, 3, 1, 2, -1, -1, -1]> : tensor<11xi32>)
 // beta1, beta2, eps, weight decay.
 // CHECK: llvm.mlir.global internal constant @[[GF]](dense<[9.000000e-01, 0.99899999999999999, 1.000000e-08, 1.000000e-01]> : tensor<4xf64>)
 module attributes {hpc.train = {batch = 3 : i64, lr_schedule = {kind = "cosine", total = 100 : i64, warmup = 10 : i64}, optimizer = {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, name = "adamw", weight_decay = 1.000000e-02 : f64}}} {

@@ -65,9 +65,19 @@ struct After {
   std::string error;
 };
 
+/// The updates' operand places: sgd_update 7 (param, grad, lr, buffer,
+/// guard, clip norm, clip max norm), adamw_update 9; the tests below leave
+/// out the trailing clip places they do not use.
+Call withClipPlaces(Call c) {
+  size_t places = c.fn == hpcrt_sgd_update ? 7 : c.fn == hpcrt_adamw_update ? 9 : 0;
+  while (c.ins.size() < places)
+    c.ins.push_back(std::nullopt);
+  return c;
+}
+
 /// RuntimeTestUtils' run(), with the operands read back after the call.
 After runInPlace(const Call &c) {
-  Result r = run(c);
+  Result r = run(withClipPlaces(c));
   return After{r.ins, r.outs, r.error};
 }
 
@@ -186,6 +196,38 @@ TEST(TrainUpdates, ANonFiniteNormSkipsTheUpdate) {
   ASSERT_EQ(guarded.error, "");
   EXPECT_EQ(guarded.operands[0].v, plain.operands[0].v);
   EXPECT_NE(guarded.operands[0].v, p.v);
+}
+
+TEST(TrainUpdates, ClipScalesTheGradientAsItIsRead) {
+  // clip(norm, max_norm): the update of g * min(1, max_norm / (norm + 1e-6))
+  // (f32, clip_grad_norm_'s factor) equals the plain update of that scaled
+  // gradient, bit for bit; a max norm above the norm (or infinite) leaves
+  // the gradient as it is.
+  Val p = f32({3}, {1, 2, 3}), g = f32({3}, {0.5, -0.25, 2}), buf = f32({3}, {0.5, 0.5, 0.5});
+  Val m = f32({3}, {0.125, 0.25, -0.5}), v = f32({3}, {0.0625, 0.25, 1.5});
+  const float norm = 4.0f, maxNorm = 1.0f, coef = maxNorm / (norm + 1e-6f);
+  Val scaled = g;
+  for (double &x : scaled.v)
+    x = static_cast<double>(static_cast<float>(x) * coef);
+  Val lr = f32({}, {0.5}), step = val(HPCRT_I64, {}, {3});
+  for (double limit : {double(maxNorm), 8.0, std::numeric_limits<double>::infinity()}) {
+    const Val &want = limit == maxNorm ? scaled : g;
+    After clipped = runInPlace({hpcrt_sgd_update,
+                                {p, g, lr, buf, std::nullopt, f32({}, {norm}), f32({}, {limit})},
+                                {}, {0}, {0.9, 0.01}});
+    After plain = runInPlace({hpcrt_sgd_update, {p, want, lr, buf}, {}, {0}, {0.9, 0.01}});
+    ASSERT_EQ(clipped.error, "");
+    EXPECT_EQ(clipped.operands[0].v, plain.operands[0].v) << limit;
+    EXPECT_EQ(clipped.operands[3].v, plain.operands[3].v) << limit;
+    clipped = runInPlace({hpcrt_adamw_update,
+                          {p, g, m, v, lr, step, std::nullopt, f32({}, {norm}), f32({}, {limit})},
+                          {}, {}, {0.9, 0.999, 1e-8, 0.01}});
+    plain = runInPlace({hpcrt_adamw_update, {p, want, m, v, lr, step}, {}, {}, {0.9, 0.999, 1e-8, 0.01}});
+    ASSERT_EQ(clipped.error, "");
+    EXPECT_EQ(clipped.operands[0].v, plain.operands[0].v) << limit;
+    EXPECT_EQ(clipped.operands[2].v, plain.operands[2].v) << limit;
+    EXPECT_EQ(clipped.operands[3].v, plain.operands[3].v) << limit;
+  }
 }
 
 TEST(TrainSgd, BadOperandsAreErrors) {

@@ -342,7 +342,7 @@ def test_data(env, model, tmp, x, y):
     expect_error(model, common + ["--lr-schedule", "step:3"], "--lr-schedule needs", "bad schedule")
     expect_error(model, common + ["--dump-steps", "1"], "come together", "dump-steps alone")
     expect_error(model, common + ["--eval-every", "1"], "--eval-every needs", "eval-every alone")
-    expect_error(model, common, "HPC_FAULT: expected kill@STEP, got 'boom'", "bad HPC_FAULT",
+    expect_error(model, common, "HPC_FAULT: unknown fault 'boom' (expected nan-grad@STEP, loss-spike@STEP, kill@STEP", "bad HPC_FAULT",
                  env={"HPC_FAULT": "boom"})
     check(not os.path.exists(f"{tmp}/c0"), "no checkpoint directory made by failed runs")
 

@@ -40,6 +40,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 using namespace mlir;
 
 static llvm::cl::OptionCategory importCategory("ONNX import options");
@@ -269,9 +272,19 @@ static llvm::cl::opt<double> beta2Flag("beta2", llvm::cl::desc("AdamW beta2 (0.9
                                        llvm::cl::init(0.999), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW epsilon (1e-8)"),
                                      llvm::cl::init(1e-8), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<double> clipNormFlag(
-    "clip-norm", llvm::cl::desc("Clip the global gradient norm to this (0: off)"),
-    llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> clipNormFlag(
+    "clip-norm",
+    llvm::cl::desc("Clip the global gradient norm to this (0: off), or auto: to a running "
+                   "statistic of the norms the train command keeps (docs/training.md)"),
+    llvm::cl::init("0"), llvm::cl::cat(trainCategory));
+
+/// --clip-norm's number (0 for auto and for a value main refuses).
+static double clipNormValue() {
+  double v = 0;
+  if (clipNormFlag != "auto" && llvm::to_float(clipNormFlag, v) && v >= 0)
+    return v;
+  return 0;
+}
 static llvm::cl::list<std::string> weightDecayExcludeFlag(
     "weight-decay-exclude", llvm::cl::CommaSeparated,
     llvm::cl::desc("No weight decay for parameters whose name contains one of these"),
@@ -285,6 +298,13 @@ static llvm::cl::list<std::string> freezeFlag(
 static llvm::cl::opt<bool> keepGradientsFlag(
     "keep-gradients",
     llvm::cl::desc("Also return every gradient (grad.<name>), for numerical tests"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> noConservativePlanFlag(
+    "no-conservative-plan",
+    llvm::cl::desc("With --train: emit no conservative plan (by default the binary also "
+                   "holds the step compiled with the stability guard's conservative "
+                   "settings, which the train command switches to after repeated loss "
+                   "spikes; docs/training.md)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool> printTrainableFlag(
     "print-trainable", llvm::cl::desc("List the trainable weights (with --train)"),
@@ -356,7 +376,8 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.beta1 = beta1Flag;
   options.beta2 = beta2Flag;
   options.eps = epsFlag;
-  options.clipNorm = clipNormFlag;
+  options.clipNorm = clipNormValue();
+  options.clipNormAuto = clipNormFlag == "auto";
   options.weightDecayExclude = llvm::to_vector(weightDecayExcludeFlag);
   options.lrSchedule = lrScheduleFlag;
   options.freeze = llvm::to_vector(freezeFlag);
@@ -467,6 +488,10 @@ static std::string describeLocation(Location loc) {
 }
 
 /// --emit=llvm|obj|exe: import or parse, run hpc-compile, write the result.
+static FailureOr<OwningOpRef<ModuleOp>>
+compileConservative(MLIRContext &context, ModuleOp imported, const hpc::CompileOptions &options,
+                    ModuleOp main);
+
 static int compile(const std::string &inputFile, const std::string &outputFile,
                    StringRef emit, DialectRegistry &registry) {
   MLIRContext context(registry);
@@ -608,10 +633,21 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       return 1;
   }
   options.microBatches = microBatches;
+  // The stability guard's conservative plan, compiled from the same step
+  // (one program: not yet for pipeline stages).
+  OwningOpRef<ModuleOp> imported, conservative;
+  if (trainFlag && writesFile && !noConservativePlanFlag)
+    imported = module->clone();
   PassManager pm(&context);
   hpc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
+  if (imported && hpc::pipelineStageModules(*module).empty()) {
+    auto made = compileConservative(context, *imported, options, *module);
+    if (failed(made))
+      return 1;
+    conservative = std::move(*made);
+  }
   // The planned arena: the program's, or each pipeline stage's.
   std::string arenaText;
   SmallVector<ModuleOp> stageModules = hpc::pipelineStageModules(*module);
@@ -626,7 +662,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     auto output = openOutputFile(outputFile, &error);
     if (!output)
       return userError(error);
-    if (failed(hpc::emitLLVMIR(*module, output->os(), error)))
+    if (failed(hpc::emitLLVMIR(*module, output->os(), error, conservative.get())))
       return userError(error);
     output->keep();
     return 0;
@@ -639,7 +675,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       return userError("cannot create a temporary file: " + ec.message());
     objectPath = temp.str().str();
   }
-  LogicalResult emitted = hpc::emitObjectFile(*module, objectPath, error);
+  LogicalResult emitted = hpc::emitObjectFile(*module, objectPath, error, conservative.get());
   if (succeeded(emitted) && emit == "exe")
     emitted = hpc::linkExecutable(objectPath, outputFile, error);
   if (emit == "exe")
@@ -648,7 +684,8 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     return userError(error);
   if (stageModules.empty()) {
     llvm::errs() << "hpc-opt: wrote " << outputFile << " and " << weightsPath << " (arena "
-                 << arenaText << " bytes)\n";
+                 << arenaText << " bytes" << (conservative ? "; with a conservative plan" : "")
+                 << ")\n";
   } else {
     StringRef ext = llvm::sys::path::extension(weightsPath);
     std::string stem = weightsPath.substr(0, weightsPath.size() - ext.size());
@@ -657,6 +694,85 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
                  << "}" << ext << " (arena " << arenaText << " bytes)\n";
   }
   return 0;
+}
+
+/// Runs the compile pipeline on `module` with its reports silenced (they
+/// were printed for the plan); its errors are printed after, as the
+/// conservative plan's.
+static LogicalResult runQuietly(MLIRContext &context, ModuleOp module,
+                                const hpc::CompileOptions &options) {
+  PassManager pm(&context);
+  hpc::buildCompilePipeline(pm, options);
+  std::vector<std::string> errors;
+  LogicalResult compiled = failure();
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        errors.push_back(diag.str());
+      return success();
+    });
+    llvm::errs().flush();
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0)
+      dup2(null, 2);
+    compiled = pm.run(module);
+    llvm::errs().flush();
+    if (saved >= 0 && null >= 0)
+      dup2(saved, 2);
+    for (int fd : {saved, null})
+      if (fd >= 0)
+        close(fd);
+  }
+  for (const std::string &e : errors)
+    llvm::errs() << "hpc-opt: error: the conservative plan: " << e << "\n";
+  return compiled;
+}
+
+/// The stability guard's conservative plan: `imported` (a copy of the step
+/// before the pipeline) compiled with hpc::makeConservative's settings,
+/// its weights written to a temporary file and dropped (the manifests must
+/// agree on them). Its state must be laid out as `main`'s: when dropping
+/// the compression changes it (error feedback keeps state), the plan keeps
+/// the compression; when it still differs there is no conservative plan
+/// (a note says why) and the result is null.
+static FailureOr<OwningOpRef<ModuleOp>>
+compileConservative(MLIRContext &context, ModuleOp imported, const hpc::CompileOptions &options,
+                    ModuleOp main) {
+  SmallString<128> weights;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("hpc-conservative", "safetensors", weights)) {
+    userError("cannot create a temporary file: " + ec.message());
+    return failure();
+  }
+  std::string why;
+  for (bool keepCompression : {false, true}) {
+    if (keepCompression && options.compress == "none")
+      break;
+    hpc::CompileOptions c;
+    c.copyOptionValuesFrom(options);
+    double lrScale = hpc::makeConservative(c);
+    if (keepCompression)
+      c.compress = options.compress;
+    c.weightsFile = weights.str().str();
+    OwningOpRef<ModuleOp> module = imported.clone();
+    Builder b(&context);
+    (*module)->setAttr(
+        "hpc.conservative",
+        b.getDictionaryAttr({b.getNamedAttr("lr_scale", b.getF64FloatAttr(lrScale)),
+                             b.getNamedAttr("clip_norm", b.getF64FloatAttr(c.clipNorm)),
+                             b.getNamedAttr("compress", b.getStringAttr(c.compress)),
+                             b.getNamedAttr("overlap", b.getBoolAttr(false))}));
+    LogicalResult compiled = runQuietly(context, *module, c);
+    llvm::sys::fs::remove(weights);
+    if (failed(compiled))
+      return failure();
+    if (hpc::sameStateLayout(hpc::programManifest(main), hpc::programManifest(*module), why))
+      return module;
+  }
+  llvm::errs() << "hpc-opt: note: no conservative plan: its state is laid out unlike the "
+                  "plan's ("
+               << why << ")\n";
+  return OwningOpRef<ModuleOp>();
 }
 
 /// Appends the train step (loss, backward, optimizer) to an imported module,
@@ -802,6 +918,9 @@ int main(int argc, char **argv) {
     return userError("--emit must be mlir, llvm, obj or exe, not '" + emit + "'");
   if (!hpc::parsePrecision(precisionFlag))
     return userError("--precision: '" + precisionFlag + "' is not fp32 or bf16");
+  if (double v = 0; clipNormFlag != "auto" && !(llvm::to_float(clipNormFlag, v) && v >= 0))
+    return userError("--clip-norm: expected a non-negative number or auto, got '" +
+                     clipNormFlag + "'");
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
   if (asyncCollectives && meshSpec.empty())

@@ -888,6 +888,22 @@ func.func @sgd_momentum_without_buffer(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr
 
 // -----
 
+func.func @sgd_clip_of_one(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'hpc.sgd_update' op clip takes the gradient norm and the max norm, got 1 operand}}
+  hpc.sgd_update %p, %g, %lr clip(%lr : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @adamw_clip_of_three(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'hpc.adamw_update' op clip takes the gradient norm and the max norm, got 3 operands}}
+  hpc.adamw_update %p, %g, %p, %p, %lr, %step clip(%lr, %lr, %lr : tensor<f32>, tensor<f32>, tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
 func.func @sgd_nesterov_without_momentum(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>) {
   // expected-error @+1 {{'hpc.sgd_update' op nesterov needs a non-zero momentum}}
   hpc.sgd_update %p, %g, %lr {nesterov = true} : tensor<3xf32>, tensor<3xf32>, tensor<f32>

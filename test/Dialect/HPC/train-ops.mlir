@@ -29,6 +29,11 @@ func.func @sgd(%p: tensor<3xf32>, %g: tensor<3xf32>, %lr: tensor<f32>, %buf: ten
   hpc.sgd_update %p, %g, %lr unless_nonfinite(%lr : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>
   // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]], %[[BUF]] unless_nonfinite(%[[LR]] : tensor<f32>) {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>{{$}}
   hpc.sgd_update %p, %g, %lr, %buf unless_nonfinite(%lr : tensor<f32>) {momentum = 0.9} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
+  // The fused clip (the norm and the max norm), with and without the guard.
+  // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]], %[[BUF]] unless_nonfinite(%[[LR]] : tensor<f32>) clip(%[[LR]], %[[LR]] : tensor<f32>, tensor<f32>) {momentum = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>{{$}}
+  hpc.sgd_update %p, %g, %lr, %buf unless_nonfinite(%lr : tensor<f32>) clip(%lr, %lr : tensor<f32>, tensor<f32>) {momentum = 0.9} : tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>
+  // CHECK: hpc.sgd_update %[[P]], %[[G]], %[[LR]] clip(%[[LR]], %[[LR]] : tensor<f32>, tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>{{$}}
+  hpc.sgd_update %p, %g, %lr clip(%lr, %lr : tensor<f32>, tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<f32>
   return
 }
 
@@ -41,6 +46,8 @@ func.func @adamw(%p: tensor<3xf32>, %g: tensor<3xf32>, %m: tensor<3xf32>, %v: te
   hpc.adamw_update %p, %g, %m, %v, %lr, %step {beta1 = 0.8, beta2 = 0.99, eps = 1.0e-6, weight_decay = 0.0} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   // CHECK: hpc.adamw_update %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[STEP]] unless_nonfinite(%[[LR]] : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>{{$}}
   hpc.adamw_update %p, %g, %m, %v, %lr, %step unless_nonfinite(%lr : tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  // CHECK: hpc.adamw_update %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[STEP]] unless_nonfinite(%[[LR]] : tensor<f32>) clip(%[[LR]], %[[LR]] : tensor<f32>, tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>{{$}}
+  hpc.adamw_update %p, %g, %m, %v, %lr, %step unless_nonfinite(%lr : tensor<f32>) clip(%lr, %lr : tensor<f32>, tensor<f32>) : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   return
 }
 
