@@ -844,8 +844,8 @@ void Trainer::finish(double wallS) {
       printf("rollbacks: %lld (%lld batches skipped)\n", static_cast<long long>(rollbacksThisRun_),
              static_cast<long long>(rolledBackSteps_));
     if (jitter.steps > 1)
-      printf("step time: median %.3f ms, p95 %.3f ms (jitter %.1f%%, cv %.1f%% over %zu steady "
-             "steps)\n",
+      printf("timing: median %.3f ms a step, p95 %.3f ms (jitter %.1f%%, cv %.1f%% over %zu "
+             "steady steps)\n",
              jitter.medianMs, jitter.p95Ms, 100 * jitter.jitter, 100 * jitter.cv, jitter.steps);
     if (ckptSaves_)
       printf("checkpoints: %lld written in %.3f s (%.1f MB/s)%s\n",
