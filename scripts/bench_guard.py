@@ -7,7 +7,8 @@ dp=2) and run under mpirun. Printed:
 - compile time with and without the conservative plan (hpc-opt compiles
   the step twice by default);
 - the guard's cost: the median step time (metrics summary) of runs with
-  the guard at work (the loss monitor, --snapshot-every 10, the heartbeat
+  the guard at work (the loss monitor with --spike-sigma 6,
+  --snapshot-every 10, the heartbeat
   file hpc-launch reads) against runs without snapshots or heartbeat
   (--on-divergence=ignore), --repeats of each, alternated; the ratio of
   their medians;
@@ -78,7 +79,8 @@ def main():
         for r in range(a.repeats):
             for mode in ("off", "on"):
                 m = f"{d}/cost-{mode}-{r}.jsonl"
-                extra = ["--on-divergence=ignore"] if mode == "off" else ["--snapshot-every", "10"]
+                extra = (["--on-divergence=ignore"] if mode == "off" else
+                         ["--spike-sigma", "6", "--snapshot-every", "10"])
                 e = dict(env)
                 if mode == "on":
                     e["HPC_HEARTBEAT"] = f"{d}/heartbeat"
@@ -86,7 +88,7 @@ def main():
                                check=True, env=e, capture_output=True)
                 medians[mode].append(summary(m)["median_step_ms"])
         off, on = statistics.median(medians["off"]), statistics.median(medians["on"])
-        print(f"guard: median step {on:.2f} ms with the guard (monitor, snapshot every 10, "
+        print(f"guard: median step {on:.2f} ms with the guard (monitor with spikes, snapshot every 10, "
               f"heartbeat), {off:.2f} ms without: {100 * (on / off - 1):+.1f}% "
               f"(runs: on {['%.2f' % x for x in medians['on']]}, "
               f"off {['%.2f' % x for x in medians['off']]})")

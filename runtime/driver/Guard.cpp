@@ -36,7 +36,7 @@ std::string LossMonitor::diverges(float loss) const {
   if (!std::isfinite(loss))
     return std::string("loss ") + (std::isnan(loss) ? "nan" : "inf");
   size_t n = window_.size();
-  if (n < static_cast<size_t>(std::max<int64_t>(2, o_.spikeWindow / 2)))
+  if (o_.spikeSigma <= 0 || n < static_cast<size_t>(std::max<int64_t>(2, o_.spikeWindow / 2)))
     return "";
   double mean = 0;
   for (double l : window_)

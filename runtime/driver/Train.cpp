@@ -519,6 +519,9 @@ void Trainer::stopRun(const std::string &message) {
 }
 
 bool Trainer::guard(StepReport &r) {
+  // A skipped update left the state as it was: nothing to undo.
+  if (r.skipped)
+    return false;
   std::string why = monitor_.diverges(r.loss);
   if (why.empty()) {
     monitor_.accept(r.loss);

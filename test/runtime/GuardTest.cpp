@@ -18,6 +18,15 @@ using namespace hpcrt::driver;
 
 namespace {
 
+TEST(LossMonitor, WithoutSpikeSigmaOnlyNonFiniteLossesDiverge) {
+  GuardOptions o;
+  LossMonitor m(o);
+  for (int k = 0; k < 40; ++k)
+    m.accept(1.0f);
+  EXPECT_EQ(m.diverges(1000.0f), "");
+  EXPECT_NE(m.diverges(NAN), "");
+}
+
 TEST(LossMonitor, ASpikeIsKSigmasAboveTheWindowsMean) {
   GuardOptions o;
   o.spikeWindow = 4;
