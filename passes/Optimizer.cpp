@@ -106,9 +106,6 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
       sumSq = sumSq ? g.add(sumSq, s) : s;
     }
     Value norm = g.op<SqrtOp>({sumSq});
-    SmallVector<Value> kept;
-    for (auto &u : updates)
-      kept.push_back(u.second);
     // clip_grad_norm_ (g *= min(1, max_norm / (norm + 1e-6))), fused into
     // the updates; max_norm is the runtime's (an input, so that it may
     // change between steps: --clip-norm=auto, the conservative plan).
@@ -157,9 +154,9 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     SmallVector<Value> results{loss, norm};
     SmallVector<DictionaryAttr> attrs{named(b, "loss"), named(b, "grad_norm")};
     if (keepGradients)
-      for (auto [u, grad] : llvm::zip(updates, kept)) {
-        results.push_back(grad);
-        attrs.push_back(named(b, "grad." + u.first.getName().str()));
+      for (auto &[p, grad] : updates) {
+        results.push_back(grad); // as hpc-autodiff returned it (clipping is in the updates)
+        attrs.push_back(named(b, "grad." + p.getName().str()));
       }
     ret->setOperands(results);
     SmallVector<Type> types;
