@@ -344,6 +344,11 @@ def test_data(env, model, tmp, x, y):
     expect_error(model, common + ["--eval-every", "1"], "--eval-every needs", "eval-every alone")
     expect_error(model, common, "HPC_FAULT: unknown fault 'boom' (expected nan-grad@STEP, loss-spike@STEP, kill@STEP", "bad HPC_FAULT",
                  env={"HPC_FAULT": "boom"})
+    # A program without train.loss_scale_input (this stand-in, or one compiled by an
+    # older hpc-opt) cannot take nan-grad.
+    expect_error(model, common, "HPC_FAULT: nan-grad needs a program whose backward starts from "
+                 "the input hpc.loss_scale", "nan-grad without a loss scale input",
+                 env={"HPC_FAULT": "nan-grad@1"})
     check(not os.path.exists(f"{tmp}/c0"), "no checkpoint directory made by failed runs")
 
 
