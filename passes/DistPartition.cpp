@@ -360,6 +360,14 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // A pass instance runs on many modules (one PassManager): nothing of the
+    // last run's values may survive into this one.
+    locals.clear();
+    tokenShardings.clear();
+    bytesPerRank = 0;
+    collectives = 0;
+    usedAxes.clear();
+    resharded.clear();
     mesh = module->getAttrOfType<MeshAttr>("dist.mesh");
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!mesh || !func) {

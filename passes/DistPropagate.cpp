@@ -120,6 +120,13 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
+    // A pass instance runs on many modules (one PassManager): nothing of the
+    // last run's values may survive into this one.
+    meshAttr = {};
+    current.clear();
+    weightDerived.clear();
+    weightSeeds.clear();
+    sequenceSplit.clear();
     if (!mesh.empty()) {
       std::string error;
       auto m = parseMesh(ctx, mesh, error);

@@ -220,6 +220,13 @@ struct DistToShard : hpc::impl::ConvertDistToShardBase<DistToShard> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
+    // A pass instance runs on many modules (one PassManager): nothing of the
+    // last run's values may survive into this one.
+    mesh = {};
+    grid = {};
+    shardings.clear();
+    entry = nullptr;
+    defined.clear();
     if (annotations != "all" && annotations != "inputs") {
       module.emitError("convert-dist-to-shard: annotations must be 'all' or 'inputs', not '")
           << annotations << "'";

@@ -39,6 +39,9 @@ config.substitutions.append(
     ("%examples", os.path.join(config.hpc_src_root, "examples"))
 )
 
+# The project's version (CMake's project(VERSION)).
+config.substitutions.append(("%hpc_version", config.hpc_version))
+
 # %python is the interpreter CMake chose (before the default substitutions,
 # which would make it the one running lit).
 config.substitutions.append(("%python", config.python_executable))

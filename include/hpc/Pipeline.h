@@ -60,6 +60,22 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("With train and mesh: the cluster (PRESET:NODES or a cluster file, "
                      "e.g. hpc-calibrate's) whose cost model sizes the automatic gradient "
                      "buckets (dist-bucket); empty: the fixed rule")};
+  // --- the compile flow (hpc::compileToExecutable, include/hpc/Compile.h); the
+  // hpc-compile pass pipeline itself ignores these ----------------------------
+  Option<bool> autoParallel{
+      *this, "auto-parallel",
+      llvm::cl::desc("Compile the plan the strategy search chooses for `cluster` (the "
+                     "compile flow only)"),
+      llvm::cl::init(false)};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("With cluster: write the plan and its prediction as JSON here (the "
+                     "compile flow only)")};
+  Option<bool> conservativePlan{
+      *this, "conservative-plan",
+      llvm::cl::desc("With train: also emit the stability guard's conservative plan into "
+                     "the executable (the compile flow only; default on)"),
+      llvm::cl::init(true)};
   Option<int64_t> ranksPerNode{
       *this, "ranks-per-node",
       llvm::cl::desc("With mesh: ranks per node of the cluster, laid node-major; the "

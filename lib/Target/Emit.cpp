@@ -2,8 +2,13 @@
 //
 // Object code comes from LLVM's own code generator for the host; the link
 // uses the system C++ driver with the runtime's link line, which the runtime's
-// build writes to hpcrt-link.txt (HPC_LINKER and HPC_RUNTIME_LINK_FILE in the
-// environment override the driver and the file).
+// build writes to lib/hpc-opt/hpcrt-link.txt. The compiler finds that file
+// relative to the object its code lives in (bin/hpc-opt, or
+// lib/libHPCOptPipeline.so in an embedding compiler) as
+// ../lib/hpc-opt/hpcrt-link.txt, the same in the build tree and in an
+// install prefix, so an installed compiler links the installed runtime.
+// HPC_LINKER and HPC_RUNTIME_LINK_FILE in the environment override the
+// driver and the file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Module.h"
@@ -21,6 +27,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -29,6 +36,9 @@
 
 #include <cstdlib>
 #include <mutex>
+
+#include <dlfcn.h>
+#include <link.h>
 
 using namespace mlir;
 
@@ -248,17 +258,53 @@ LogicalResult hpc::emitObjectFile(ModuleOp module, const std::string &path,
   return success();
 }
 
+/// The executable or shared library this code is linked into, resolved
+/// (symbolic links followed); empty if the dynamic loader cannot say.
+static std::string compilerObjectPath() {
+  Dl_info info;
+  struct link_map *map = nullptr;
+  std::string path;
+  if (dladdr1(reinterpret_cast<void *>(&compilerObjectPath), &info,
+              reinterpret_cast<void **>(&map), RTLD_DL_LINKMAP) &&
+      map && map->l_name && map->l_name[0])
+    path = map->l_name;
+  else // the main program: the loader knows it only by argv[0]
+    path = llvm::sys::fs::getMainExecutable(
+        nullptr, reinterpret_cast<void *>(&compilerObjectPath));
+  SmallString<256> real;
+  if (path.empty() || llvm::sys::fs::real_path(path, real))
+    return path;
+  return std::string(real);
+}
+
+/// The runtime's link line: $HPC_RUNTIME_LINK_FILE, else
+/// <directory of the compiler's object>/../lib/hpc-opt/hpcrt-link.txt.
+static std::string runtimeLinkFile() {
+  if (const char *env = std::getenv("HPC_RUNTIME_LINK_FILE"))
+    return env;
+  SmallString<256> path(compilerObjectPath());
+  llvm::sys::path::remove_filename(path);
+  llvm::sys::path::append(path, "..", "lib", "hpc-opt", "hpcrt-link.txt");
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  return std::string(path);
+}
+
 LogicalResult hpc::linkExecutable(const std::string &objectPath,
                                   const std::string &outputPath,
                                   std::string &error) {
-  const char *linkFileEnv = std::getenv("HPC_RUNTIME_LINK_FILE");
-  std::string linkFile = linkFileEnv ? linkFileEnv : HPC_RUNTIME_LINK_FILE;
+  std::string linkFile = runtimeLinkFile();
   auto buffer = llvm::MemoryBuffer::getFile(linkFile);
   if (!buffer) {
-    error = "cannot read the runtime link line '" + linkFile +
-            "' (is libhpcrt built?)";
+    error = "cannot read the runtime link line '" + linkFile + "': " +
+            buffer.getError().message() +
+            " (is libhpcrt built or installed beside the compiler? "
+            "HPC_RUNTIME_LINK_FILE names another)";
     return failure();
   }
+  // Words that are neither options nor absolute paths (libhpcrt.a) are
+  // relative to the link file's own directory.
+  SmallString<256> linkDir(linkFile);
+  llvm::sys::path::remove_filename(linkDir);
   const char *driverEnv = std::getenv("HPC_LINKER");
   std::string driverName = driverEnv ? driverEnv : "c++";
   auto driver = llvm::sys::findProgramByName(driverName);
@@ -269,9 +315,19 @@ LogicalResult hpc::linkExecutable(const std::string &objectPath,
   std::vector<std::string> args{*driver, objectPath, "-o", outputPath};
   SmallVector<StringRef> words;
   (*buffer)->getBuffer().split(words, ' ', -1, /*KeepEmpty=*/false);
-  for (StringRef w : words)
-    if (!w.trim().empty())
-      args.push_back(w.trim().str());
+  for (StringRef w : words) {
+    w = w.trim();
+    if (w.empty())
+      continue;
+    if (w.starts_with("-") || llvm::sys::path::is_absolute(w)) {
+      args.push_back(w.str());
+      continue;
+    }
+    SmallString<256> resolved(linkDir);
+    llvm::sys::path::append(resolved, w);
+    llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
+    args.push_back(std::string(resolved));
+  }
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*driver, argRefs, std::nullopt, {}, 0, 0,

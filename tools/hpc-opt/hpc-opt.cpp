@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "hpc/Compile.h"
 #include "hpc/CostModel/Cluster.h"
 #include "hpc/Import/ONNXImporter.h"
 #include "hpc/InitAll.h"
@@ -39,9 +40,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 using namespace mlir;
 
@@ -210,7 +208,8 @@ static void partitionOptions(hpc::CompileOptions &options) {
   parseBucketMb(bucketMb);
   options.bucketMb = bucketMb;
   options.overlap = !noOverlap;
-  options.zero = zeroFlag.empty() ? 0 : std::stoll(zeroFlag);
+  if (!zeroFlag.empty()) // unset: the search plans without ZeRO
+    options.zero = std::stoll(zeroFlag);
   // The cluster planned for also sizes the automatic gradient buckets.
   options.cluster = clusterSpec;
   options.hierarchical = hierarchicalFlag;
@@ -385,7 +384,8 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.printTrainable = printTrainableFlag;
   options.trainMode = trainModeFlag;
   options.seed = seedFlag;
-  options.recompute = recomputeFlag;
+  if (recomputeFlag.getNumOccurrences()) // unset: a searched plan may choose
+    options.recompute = recomputeFlag;
   options.fusedGradients = !noFusedGradientsFlag;
   options.microBatches = microBatchesFlag;
   options.stageBoundaries = llvm::to_vector(stageBoundariesFlag);
@@ -397,23 +397,18 @@ static hpc::Precision precision() {
   return hpc::parsePrecision(precisionFlag).value_or(hpc::Precision::FP32);
 }
 
-/// The search plans what the compile builds: in the --precision (with
-/// --train, or when given; else the search's default dtype), and with
-/// --train the same optimizer, ZeRO stage and recomputation: the ones given
-/// (--zero, --recompute; none by default), or under --auto-parallel the
-/// ones the compiler builds for the search to choose from (ZeRO 0 to 2;
-/// the cost model's recomputation is --recompute=full, selective is costed
-/// as none).
-static void matchTrainStep(hpc::DistSearchOptions &options) {
-  if (trainFlag || precisionFlag.getNumOccurrences())
-    options.dtype = hpc::stringifyPrecision(precision()).str();
-  if (!trainFlag)
-    return;
-  options.optimizer = optimizerName == "sgd" ? "sgd" : "adam";
-  options.zeroStages = autoParallel ? "0,1,2" : zeroFlag.empty() ? "0" : zeroFlag.getValue();
-  options.recompute = recomputeFlag.getNumOccurrences() ? (recomputeFlag == "full" ? "on" : "off")
-                      : autoParallel                    ? "auto"
-                                                        : "off";
+/// The compile options of the command line (the flags checked in main).
+static void commandLineOptions(hpc::CompileOptions &options) {
+  options.fuse = !noFuse;
+  options.weightPieces = !noWeightPieces;
+  options.blockedLayouts = !noBlockedLayouts;
+  if (precisionFlag.getNumOccurrences()) // unset: a search plans its default dtype
+    options.precision = precision();
+  partitionOptions(options);
+  trainOptions(options);
+  options.autoParallel = autoParallel;
+  options.report = reportFile;
+  options.conservativePlan = !noConservativePlanFlag;
 }
 
 /// The tensor a --loss reads first (LOGITS, OUT or NAME), which the importer
@@ -487,11 +482,7 @@ static std::string describeLocation(Location loc) {
   return "";
 }
 
-/// --emit=llvm|obj|exe: import or parse, run hpc-compile, write the result.
-static FailureOr<OwningOpRef<ModuleOp>>
-compileConservative(MLIRContext &context, ModuleOp imported, const hpc::CompileOptions &options,
-                    ModuleOp main);
-
+/// --emit=llvm|obj|exe: import or parse, then hpc::compileToExecutable.
 static int compile(const std::string &inputFile, const std::string &outputFile,
                    StringRef emit, DialectRegistry &registry) {
   MLIRContext context(registry);
@@ -506,12 +497,11 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
     return success();
   });
 
-  // The micro-batches of a train step: --micro-batches, or the searched
-  // plan's. A search plans the whole batch, so the model is imported for
-  // one micro-batch once the count is known.
+  // A train step of --micro-batches is imported for one micro-batch; with
+  // --cluster the search plans the whole batch first and the flow asks for
+  // the model of one micro-batch once their count is known.
   int64_t microBatches = trainFlag ? int64_t(microBatchesFlag) : 1;
   bool searchFirst = !clusterSpec.empty();
-  int64_t batch = 0;
   auto import = [&](int64_t micro) -> OwningOpRef<ModuleOp> {
     hpc::ImportOptions options;
     std::string error;
@@ -519,8 +509,6 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       userError(error);
       return nullptr;
     }
-    if (!options.inputShapes.empty() && !options.inputShapes.begin()->second.empty())
-      batch = options.inputShapes.begin()->second[0] * micro;
     auto imported = hpc::importONNXFile(context, inputFile, options, error);
     if (!imported)
       userError(error);
@@ -547,11 +535,7 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
   if (writesFile && outputFile == "-")
     return userError("--emit=" + emit + " needs an output file (-o FILE)");
   hpc::CompileOptions options;
-  std::string weightsPath = outputFile + ".safetensors";
-  if (writesFile) {
-    options.weightsFile = weightsPath;
-    options.weightsName = llvm::sys::path::filename(weightsPath).str();
-  }
+  commandLineOptions(options);
   options.modelName = llvm::sys::path::filename(inputFile).str();
   if (hpc::isONNXPath(inputFile)) {
     SmallString<256> modelPath(inputFile);
@@ -560,219 +544,14 @@ static int compile(const std::string &inputFile, const std::string &outputFile,
       options.modelPath = modelPath.str().str();
     }
   }
-  options.fuse = !noFuse;
-  options.weightPieces = !noWeightPieces;
-  options.blockedLayouts = !noBlockedLayouts;
-  options.precision = precision();
-  partitionOptions(options);
-  trainOptions(options);
-  if (!clusterSpec.empty()) {
-    // Search (or evaluate --mesh) first; a searched plan is restricted to
-    // what the partitioner compiles: one stage of dp x tp (ZeRO and
-    // recompute do not change a forward program).
-    PassManager search(&context);
-    hpc::DistSearchOptions so;
-    so.cluster = clusterSpec;
-    so.mesh = meshSpec;
-    so.report = reportFile;
-    // The search costs the schedules the compiler may run: the one given,
-    // or under auto the candidates dist-pipeline picks from.
-    so.schedule = pipelineScheduleFlag;
-    if (autoParallel) {
-      // A train step compiles pipeline stages (dist-pipeline) and sequence
-      // parallelism; a forward program is one stage of dp x tp.
-      so.maxStages = trainFlag ? 0 : 1;
-      so.sequenceParallel = trainFlag;
-      // One mesh and one set of options for every stage.
-      so.uniformStages = true;
-      so.expertParallel = false;
-      // A forward program has no state to shard and nothing to recompute
-      // (matchTrainStep: what a train step can compile).
-      so.zeroStages = "0";
-      so.recompute = "off";
-    }
-    matchTrainStep(so);
-    if (microBatches > 1)
-      so.microBatch = batch / microBatches; // the plan runs the step's micro-batches
-    search.addPass(hpc::createDistSearch(so));
-    if (failed(search.run(*module)))
-      return 1;
-    // The ranks are laid on the cluster's nodes node-major; the runtime
-    // checks that it was launched so.
-    hpc::cost::ClusterSpec cluster;
-    std::string clusterError;
-    if (!hpc::cost::parseClusterSpec(clusterSpec, cluster, clusterError))
-      return userError(clusterError);
-    options.ranksPerNode = cluster.devicesPerNode;
-    if (autoParallel) {
-      FailureOr<std::string> mesh = hpc::planMesh(*module);
-      if (failed(mesh))
-        return userError("the searched plan's stages differ in their dp x tp (or use ep): "
-                         "not compiled yet");
-      options.mesh = *mesh;
-      options.sequenceParallel = hpc::planSequenceParallel(*module);
-      // Its stages end where the plan's layers do (read before a re-import
-      // drops the plan's tags).
-      options.stageBoundaries = hpc::planStageBoundaries(*module);
-      // The plan's stages run the schedule the search costed them with.
-      // Interleaved stages hold V chunks each, not the plan's one range
-      // of layers: dist-pipeline-stages balances the P x V chunks itself.
-      if (options.stageBoundaries.size() > 0)
-        options.pipelineSchedule = hpc::planSchedule(*module);
-      if (StringRef(options.pipelineSchedule).starts_with("interleaved:"))
-        options.stageBoundaries.clear();
-      options.zero = hpc::planZero(*module);
-      if (trainFlag && !recomputeFlag.getNumOccurrences() && hpc::planRecompute(*module))
-        options.recompute = "full";
-      // The step runs the micro-batches whose activations the plan's
-      // memory counts (one in flight), accumulating their gradients.
-      if (trainFlag)
-        microBatches = hpc::planMicroBatches(*module);
-    }
-    if (microBatches > 1 && !(module = import(microBatches)))
-      return 1;
-  }
-  options.microBatches = microBatches;
-  // The stability guard's conservative plan, compiled from the same step
-  // (one program: not yet for pipeline stages).
-  OwningOpRef<ModuleOp> imported, conservative;
-  if (trainFlag && writesFile && !noConservativePlanFlag)
-    imported = module->clone();
-  PassManager pm(&context);
-  hpc::buildCompilePipeline(pm, options);
-  if (failed(pm.run(*module)))
-    return 1;
-  if (imported && hpc::pipelineStageModules(*module).empty()) {
-    auto made = compileConservative(context, *imported, options, *module);
-    if (failed(made))
-      return 1;
-    conservative = std::move(*made);
-  }
-  // The planned arena: the program's, or each pipeline stage's.
-  std::string arenaText;
-  SmallVector<ModuleOp> stageModules = hpc::pipelineStageModules(*module);
-  for (ModuleOp m : stageModules.empty() ? SmallVector<ModuleOp>{*module} : stageModules) {
-    auto arena = m->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
-    m->removeAttr("hpc.arena_bytes");
-    arenaText += (arenaText.empty() ? "" : ", ") + std::to_string(arena ? arena.getInt() : 0);
-  }
-
-  std::string error;
-  if (emit == "llvm") {
-    auto output = openOutputFile(outputFile, &error);
-    if (!output)
-      return userError(error);
-    if (failed(hpc::emitLLVMIR(*module, output->os(), error, conservative.get())))
-      return userError(error);
-    output->keep();
-    return 0;
-  }
-  std::string objectPath = outputFile;
-  SmallString<128> temp;
-  if (emit == "exe") {
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("hpc-program", "o", temp))
-      return userError("cannot create a temporary file: " + ec.message());
-    objectPath = temp.str().str();
-  }
-  LogicalResult emitted = hpc::emitObjectFile(*module, objectPath, error, conservative.get());
-  if (succeeded(emitted) && emit == "exe")
-    emitted = hpc::linkExecutable(objectPath, outputFile, error);
-  if (emit == "exe")
-    llvm::sys::fs::remove(objectPath);
-  if (failed(emitted))
-    return userError(error);
-  if (stageModules.empty()) {
-    llvm::errs() << "hpc-opt: wrote " << outputFile << " and " << weightsPath << " (arena "
-                 << arenaText << " bytes" << (conservative ? "; with a conservative plan" : "")
-                 << ")\n";
-  } else {
-    StringRef ext = llvm::sys::path::extension(weightsPath);
-    std::string stem = weightsPath.substr(0, weightsPath.size() - ext.size());
-    llvm::errs() << "hpc-opt: wrote " << outputFile << " (" << stageModules.size()
-                 << " pipeline stages) and " << stem << ".stage{0.." << stageModules.size() - 1
-                 << "}" << ext << " (arena " << arenaText << " bytes)\n";
-  }
-  return 0;
-}
-
-/// Runs the compile pipeline on `module` with its reports silenced (they
-/// were printed for the plan); its errors are printed after, as the
-/// conservative plan's.
-static LogicalResult runQuietly(MLIRContext &context, ModuleOp module,
-                                const hpc::CompileOptions &options) {
-  PassManager pm(&context);
-  hpc::buildCompilePipeline(pm, options);
-  std::vector<std::string> errors;
-  LogicalResult compiled = failure();
-  {
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      if (diag.getSeverity() == DiagnosticSeverity::Error)
-        errors.push_back(diag.str());
-      return success();
-    });
-    llvm::errs().flush();
-    int saved = dup(2), null = open("/dev/null", O_WRONLY);
-    if (saved >= 0 && null >= 0)
-      dup2(null, 2);
-    compiled = pm.run(module);
-    llvm::errs().flush();
-    if (saved >= 0 && null >= 0)
-      dup2(saved, 2);
-    for (int fd : {saved, null})
-      if (fd >= 0)
-        close(fd);
-  }
-  for (const std::string &e : errors)
-    llvm::errs() << "hpc-opt: error: the conservative plan: " << e << "\n";
-  return compiled;
-}
-
-/// The stability guard's conservative plan: `imported` (a copy of the step
-/// before the pipeline) compiled with hpc::makeConservative's settings,
-/// its weights written to a temporary file and dropped (the manifests must
-/// agree on them). Its state must be laid out as `main`'s: when dropping
-/// the compression changes it (error feedback keeps state), the plan keeps
-/// the compression; when it still differs there is no conservative plan
-/// (a note says why) and the result is null.
-static FailureOr<OwningOpRef<ModuleOp>>
-compileConservative(MLIRContext &context, ModuleOp imported, const hpc::CompileOptions &options,
-                    ModuleOp main) {
-  SmallString<128> weights;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("hpc-conservative", "safetensors", weights)) {
-    userError("cannot create a temporary file: " + ec.message());
-    return failure();
-  }
-  std::string why;
-  for (bool keepCompression : {false, true}) {
-    if (keepCompression && options.compress == "none")
-      break;
-    hpc::CompileOptions c;
-    c.copyOptionValuesFrom(options);
-    double lrScale = hpc::makeConservative(c);
-    if (keepCompression)
-      c.compress = options.compress;
-    c.weightsFile = weights.str().str();
-    OwningOpRef<ModuleOp> module = imported.clone();
-    Builder b(&context);
-    (*module)->setAttr(
-        "hpc.conservative",
-        b.getDictionaryAttr({b.getNamedAttr("lr_scale", b.getF64FloatAttr(lrScale)),
-                             b.getNamedAttr("clip_norm", b.getF64FloatAttr(c.clipNorm)),
-                             b.getNamedAttr("compress", b.getStringAttr(c.compress)),
-                             b.getNamedAttr("overlap", b.getBoolAttr(false))}));
-    LogicalResult compiled = runQuietly(context, *module, c);
-    llvm::sys::fs::remove(weights);
-    if (failed(compiled))
-      return failure();
-    if (hpc::sameStateLayout(hpc::programManifest(main), hpc::programManifest(*module), why))
-      return module;
-  }
-  llvm::errs() << "hpc-opt: note: no conservative plan: its state is laid out unlike the "
-                  "plan's ("
-               << why << ")\n";
-  return OwningOpRef<ModuleOp>();
+  hpc::FlowOptions flow;
+  flow.emit = emit == "llvm" ? hpc::EmitKind::LLVMIR
+              : emit == "obj" ? hpc::EmitKind::Object
+                              : hpc::EmitKind::Executable;
+  if (hpc::isONNXPath(inputFile))
+    flow.reimport = import;
+  flow.log = [](StringRef line) { llvm::errs() << "hpc-opt: " << line << "\n"; };
+  return failed(hpc::compileToExecutable(*module, options, outputFile, flow)) ? 1 : 0;
 }
 
 /// Appends the train step (loss, backward, optimizer) to an imported module,
@@ -842,7 +621,9 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
       // it, 1F1B, unless a schedule is given.
       if (trainFlag || pipelineScheduleFlag.getNumOccurrences())
         options.schedule = pipelineScheduleFlag;
-      matchTrainStep(options);
+      hpc::CompileOptions step;
+      commandLineOptions(step);
+      hpc::matchSearchToStep(options, step);
       pm.addPass(hpc::createDistSearch(options));
     } else {
       // As hpc-compile partitions (a train step's gradients in buckets,
@@ -904,6 +685,8 @@ int main(int argc, char **argv) {
   hpc::registerAllPasses();
   hpc::registerTargetTranslations(registry);
 
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "HPC-Opt version " << hpc::version() << "\n"; });
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv, "HPC-Opt: hybrid-parallel compiler driver\n", registry);
   std::string emit = emitKind;

@@ -1,0 +1,417 @@
+//===- Compile.cpp - the compile flow as a library -------------------------===//
+//
+// hpc::compileToExecutable: the plan (searched for a cluster, or the given
+// mesh), the hpc-compile pipeline, the stability guard's conservative plan,
+// and the emitter and linker. Every error is a diagnostic on the module's
+// context; nothing here prints to the terminal or exits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "hpc/Compile.h"
+
+#include "hpc/CostModel/Cluster.h"
+#include "hpc/Passes.h"
+#include "hpc/PipelineSchedule.h"
+#include "hpc/Recompute.h"
+#include "hpc/Target/Emit.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace mlir;
+
+const char *hpc::version() { return HPC_VERSION; }
+
+namespace {
+
+/// One error diagnostic at no location (the flow's own errors: about the
+/// options, files and the plan, not an op).
+LogicalResult flowError(MLIRContext *context, const llvm::Twine &message) {
+  emitError(UnknownLoc::get(context)) << message;
+  return failure();
+}
+
+bool isPipelined(llvm::StringRef mesh) { return hpc::splitPipelineAxis(mesh).stages > 1; }
+
+/// The first dimension of @main's first ranked argument (the batch a search
+/// plans); 0 when there is none.
+int64_t moduleBatch(ModuleOp module) {
+  auto main = module.lookupSymbol<FunctionOpInterface>("main");
+  if (!main)
+    return 0;
+  for (Type type : main.getArgumentTypes())
+    if (auto ranked = dyn_cast<RankedTensorType>(type); ranked && ranked.getRank() > 0)
+      return ranked.getDimSize(0);
+  return 0;
+}
+
+/// Runs the compile pipeline on `module` with whatever its passes print
+/// silenced (the reports were printed for the plan); its errors come out
+/// after, as the conservative plan's.
+LogicalResult runQuietly(ModuleOp module, const hpc::CompileOptions &options) {
+  MLIRContext *context = module.getContext();
+  PassManager pm(context);
+  hpc::buildCompilePipeline(pm, options);
+  std::vector<std::string> errors;
+  LogicalResult compiled = failure();
+  {
+    ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        errors.push_back(diag.str());
+      return success();
+    });
+    llvm::errs().flush();
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0)
+      dup2(null, 2);
+    compiled = pm.run(module);
+    llvm::errs().flush();
+    if (saved >= 0 && null >= 0)
+      dup2(saved, 2);
+    for (int fd : {saved, null})
+      if (fd >= 0)
+        close(fd);
+  }
+  for (const std::string &e : errors)
+    (void)flowError(context, "the conservative plan: " + e);
+  return compiled;
+}
+
+/// The stability guard's conservative plan: `imported` (a copy of the step
+/// before the pipeline) compiled with hpc::makeConservative's settings,
+/// its weights written to a temporary file and dropped (the manifests must
+/// agree on them). Its state must be laid out as `main`'s: when dropping
+/// the compression changes it (error feedback keeps state), the plan keeps
+/// the compression; when it still differs there is no conservative plan
+/// (a note says why) and the result is null.
+FailureOr<OwningOpRef<ModuleOp>> compileConservative(ModuleOp imported,
+                                                     const hpc::CompileOptions &options,
+                                                     ModuleOp main,
+                                                     const hpc::FlowOptions &flow) {
+  MLIRContext *context = imported.getContext();
+  SmallString<128> weights;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("hpc-conservative", "safetensors", weights))
+    return flowError(context, "cannot create a temporary file: " + ec.message());
+  std::string why;
+  for (bool keepCompression : {false, true}) {
+    if (keepCompression && options.compress == "none")
+      break;
+    hpc::CompileOptions c;
+    c.copyOptionValuesFrom(options);
+    double lrScale = hpc::makeConservative(c);
+    if (keepCompression)
+      c.compress = options.compress;
+    c.weightsFile = weights.str().str();
+    OwningOpRef<ModuleOp> module = imported.clone();
+    Builder b(context);
+    (*module)->setAttr(
+        "hpc.conservative",
+        b.getDictionaryAttr({b.getNamedAttr("lr_scale", b.getF64FloatAttr(lrScale)),
+                             b.getNamedAttr("clip_norm", b.getF64FloatAttr(c.clipNorm)),
+                             b.getNamedAttr("compress", b.getStringAttr(c.compress)),
+                             b.getNamedAttr("overlap", b.getBoolAttr(false))}));
+    LogicalResult compiled = runQuietly(*module, c);
+    llvm::sys::fs::remove(weights);
+    if (failed(compiled))
+      return failure();
+    if (hpc::sameStateLayout(hpc::programManifest(main), hpc::programManifest(*module), why))
+      return module;
+  }
+  if (flow.log)
+    flow.log("note: no conservative plan: its state is laid out unlike the plan's (" + why +
+             ")");
+  return OwningOpRef<ModuleOp>();
+}
+
+/// The search settings of the flow: the mesh given or, under
+/// auto-parallel, what the flow compiles (one mesh for every stage, no ep;
+/// a forward program on one stage), planned as hpc::matchSearchToStep says.
+hpc::DistSearchOptions searchOptions(const hpc::CompileOptions &options, int64_t batch,
+                                     int64_t microBatches) {
+  hpc::DistSearchOptions so;
+  so.cluster = options.cluster;
+  so.mesh = options.mesh;
+  so.report = options.report;
+  // The search costs the schedules the compiler may run: the one given, or
+  // under auto the candidates dist-pipeline picks from.
+  so.schedule = options.pipelineSchedule;
+  if (options.autoParallel) {
+    // A train step compiles pipeline stages (dist-pipeline) and sequence
+    // parallelism; a forward program is one stage of dp x tp.
+    so.maxStages = options.train ? 0 : 1;
+    so.sequenceParallel = options.train;
+    // One mesh and one set of options for every stage.
+    so.uniformStages = true;
+    so.expertParallel = false;
+    // A forward program has no state to shard and nothing to recompute.
+    so.zeroStages = "0";
+    so.recompute = "off";
+  }
+  hpc::matchSearchToStep(so, options);
+  if (microBatches > 1 && batch > 0)
+    so.microBatch = batch / microBatches; // the plan runs the step's micro-batches
+  return so;
+}
+
+/// With `cluster`: searches the plan (auto-parallel) or evaluates the mesh,
+/// and folds what the plan chose into `options`; `module` may be replaced by
+/// a re-import for the plan's micro-batches.
+LogicalResult plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
+                   hpc::CompileOptions &options, const hpc::FlowOptions &flow) {
+  MLIRContext *context = module.getContext();
+  int64_t microBatches = options.train ? int64_t(options.microBatches) : 1;
+  PassManager search(context);
+  search.addPass(hpc::createDistSearch(searchOptions(options, moduleBatch(module), microBatches)));
+  if (failed(search.run(module)))
+    return failure();
+  // The ranks are laid on the cluster's nodes node-major; the runtime checks
+  // that it was launched so.
+  hpc::cost::ClusterSpec cluster;
+  std::string clusterError;
+  if (!hpc::cost::parseClusterSpec(options.cluster, cluster, clusterError))
+    return flowError(context, clusterError);
+  options.ranksPerNode = cluster.devicesPerNode;
+  if (options.autoParallel) {
+    FailureOr<std::string> mesh = hpc::planMesh(module);
+    if (failed(mesh))
+      return flowError(context, "the searched plan's stages differ in their dp x tp (or use "
+                                "ep): not compiled yet");
+    options.mesh = *mesh;
+    options.sequenceParallel = hpc::planSequenceParallel(module);
+    // Its stages end where the plan's layers do (read before a re-import
+    // drops the plan's tags).
+    options.stageBoundaries = hpc::planStageBoundaries(module);
+    // The plan's stages run the schedule the search costed them with.
+    // Interleaved stages hold V chunks each, not the plan's one range of
+    // layers: dist-pipeline-stages balances the P x V chunks itself.
+    if (!options.stageBoundaries.empty())
+      options.pipelineSchedule = hpc::planSchedule(module);
+    if (StringRef(options.pipelineSchedule).starts_with("interleaved:"))
+      options.stageBoundaries.clear();
+    options.zero = hpc::planZero(module);
+    if (options.train && !options.recompute.hasValue() && hpc::planRecompute(module))
+      options.recompute = "full";
+    // The step runs the micro-batches whose activations the plan's memory
+    // counts (one in flight), accumulating their gradients.
+    if (options.train)
+      microBatches = hpc::planMicroBatches(module);
+  }
+  options.microBatches = microBatches;
+  if (microBatches == 1)
+    return success();
+  // The search planned the whole batch; the step is compiled from the model
+  // of one micro-batch.
+  if (!flow.reimport)
+    return flowError(context,
+                     "the plan runs " + std::to_string(microBatches) +
+                         " micro-batches: compile the model imported for one of them "
+                         "(micro-batches=" +
+                         std::to_string(microBatches) + " without cluster)");
+  reimported = flow.reimport(microBatches);
+  if (!reimported)
+    return failure();
+  module = *reimported;
+  return success();
+}
+
+/// "A, B" of the planned arenas (the program's, or each pipeline stage's),
+/// taken off the modules, which keep no attribute the emitter does not know.
+std::string takeArenaSizes(ArrayRef<ModuleOp> modules) {
+  std::string text;
+  for (ModuleOp m : modules) {
+    auto arena = m->getAttrOfType<IntegerAttr>("hpc.arena_bytes");
+    m->removeAttr("hpc.arena_bytes");
+    text += (text.empty() ? "" : ", ") + std::to_string(arena ? arena.getInt() : 0);
+  }
+  return text;
+}
+
+} // namespace
+
+void hpc::matchSearchToStep(DistSearchOptions &so, const CompileOptions &options) {
+  if (options.train || options.precision.hasValue())
+    so.dtype = stringifyPrecision(options.precision).str();
+  if (!options.train)
+    return;
+  so.optimizer = options.optimizer == "sgd" ? "sgd" : "adam";
+  so.zeroStages = options.autoParallel    ? "0,1,2"
+                  : options.zero.hasValue() ? std::to_string(options.zero)
+                                            : "0";
+  so.recompute = options.recompute.hasValue() ? (options.recompute == "full" ? "on" : "off")
+                 : options.autoParallel       ? "auto"
+                                              : "off";
+}
+
+bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error) {
+  auto fail = [&](const llvm::Twine &message) {
+    error = message.str();
+    return false;
+  };
+  bool hasMesh = !options.mesh.empty() || options.autoParallel;
+  if (options.clipNorm < 0)
+    return fail("clip-norm must not be negative");
+  if (!options.shard.empty() && options.mesh.empty())
+    return fail("shard needs mesh");
+  if (options.asyncCollectives && options.mesh.empty())
+    return fail("async-collectives needs mesh");
+  if (options.bucketMb != -1 && !(options.bucketMb >= 0 && options.bucketMb <= 1e6))
+    return fail("bucket-mb must be -1 (auto) or a number of MiB from 0 to 1e6");
+  if (options.zero < 0 || options.zero > 3)
+    return fail("zero must be 0, 1, 2 or 3");
+  if (options.zero > 0 && (!options.train || !hasMesh))
+    return fail("zero shards a train step's state over data parallelism: it needs train and "
+                "a mesh with a dp axis");
+  if (options.zero.hasValue() && options.autoParallel && options.zero > 0)
+    return fail("zero fixes the ZeRO stage; auto-parallel compiles the one its search "
+                "chooses: use one of them");
+  if (options.hierarchical != "auto" && options.hierarchical != "on" &&
+      options.hierarchical != "off")
+    return fail("hierarchical must be auto, on or off, not '" + options.hierarchical + "'");
+  if (options.hierarchical == "on" && (options.cluster.empty() || !hasMesh))
+    return fail("hierarchical=on needs cluster and a mesh (mesh or auto-parallel)");
+  CompressSpec compress;
+  if (!parseCompressSpec(options.compress, compress, error))
+    return false;
+  if (options.compress != "none" && (!options.train || !hasMesh))
+    return fail("compress=" + options.compress + " compresses a train step's gradient "
+                "reductions: it needs train and a mesh with a dp axis");
+  if (options.gradientBuffersBf16 && (!options.train || !hasMesh))
+    return fail("gradient-buffers-bf16 needs train and a mesh with a dp axis");
+  if (options.autoParallel && options.cluster.empty())
+    return fail("auto-parallel needs cluster (PRESET:NODES or a cluster file)");
+  if (options.autoParallel && !options.mesh.empty())
+    return fail("auto-parallel searches the plan; mesh gives one: use one of them");
+  if (!options.report.empty() && options.cluster.empty())
+    return fail("report needs cluster");
+  if (options.train && options.loss.empty())
+    return fail("train needs loss=cross-entropy:LOGITS,LABELS, mse:OUT,TARGET or output:NAME");
+  if (!options.train && (!options.loss.empty() || options.printTrainable ||
+                         options.keepGradients || options.trainMode))
+    return fail("loss, print-trainable, keep-gradients and train-mode need train");
+  if (!parseRecomputeMode(options.recompute))
+    return fail("recompute must be none, full or selective, not '" + options.recompute + "'");
+  if (options.recompute.hasValue() && options.recompute != "none" && !options.train)
+    return fail("recompute needs train");
+  PipelineMesh pipeline = splitPipelineAxis(options.mesh);
+  if (pipeline.stages > 1 && !options.train)
+    return fail("mesh=" + options.mesh + ": pipeline stages split a train step; add train");
+  if (pipeline.stages > 1)
+    for (StringRef axis : llvm::split(StringRef(pipeline.rest), ',')) {
+      StringRef name = axis.split('=').first.trim();
+      if (!name.empty() && name != "dp" && name != "tp")
+        return fail("mesh=" + options.mesh + ": pipeline stages compose with dp and tp; '" +
+                    name + "' with pp is not compiled yet");
+    }
+  if (options.sequenceParallel && !options.autoParallel && meshAxisSize(options.mesh, "tp") < 2)
+    return fail("sequence-parallel splits the sequence over the tp ranks: give a mesh with "
+                "tp=N, N >= 2");
+  if (!options.stageBoundaries.empty() && pipeline.stages == 1)
+    return fail("stage-boundaries needs pipeline stages (mesh=pp=P with P >= 2)");
+  PipelineSchedule schedule;
+  if (!parsePipelineSchedule(options.pipelineSchedule, schedule, error))
+    return false;
+  if (options.microBatches < 1)
+    return fail("micro-batches must be at least 1, not " +
+                std::to_string(options.microBatches));
+  if (options.microBatches > 1 && !options.train)
+    return fail("micro-batches needs train (it accumulates a train step's gradients)");
+  return true;
+}
+
+LogicalResult hpc::compileToExecutable(ModuleOp module, const CompileOptions &given,
+                                       StringRef outputPath, const FlowOptions &flow) {
+  MLIRContext *context = module.getContext();
+  std::string error;
+  if (!verifyCompileOptions(given, error))
+    return flowError(context, error);
+  if (outputPath.empty())
+    return flowError(context, "no output path");
+  bool writesFile = flow.emit != EmitKind::LLVMIR;
+  if (writesFile && outputPath == "-")
+    return flowError(context, "an object file or executable needs an output file, not '-'");
+
+  CompileOptions options;
+  options.copyOptionValuesFrom(given);
+  // An object or executable has its weights beside it; LLVM IR, only where
+  // weights-file says.
+  if (writesFile && options.weightsFile.empty())
+    options.weightsFile = outputPath.str() + ".safetensors";
+  std::string weightsPath = options.weightsFile;
+  if (options.weightsName.empty() && !weightsPath.empty())
+    options.weightsName = llvm::sys::path::filename(weightsPath).str();
+  if (options.modelName.empty())
+    if (auto file = dyn_cast<FileLineColLoc>(module.getLoc()))
+      options.modelName = llvm::sys::path::filename(file.getFilename().getValue()).str();
+
+  OwningOpRef<ModuleOp> reimported;
+  if (!options.cluster.empty() && failed(plan(module, reimported, options, flow)))
+    return failure();
+
+  // The stability guard's conservative plan, compiled from the same step
+  // (one program: not yet for pipeline stages).
+  OwningOpRef<ModuleOp> imported, conservative;
+  if (options.train && writesFile && options.conservativePlan && !isPipelined(options.mesh))
+    imported = module.clone();
+  PassManager pm(context);
+  buildCompilePipeline(pm, options);
+  if (failed(pm.run(module)))
+    return failure();
+  SmallVector<ModuleOp> stageModules = pipelineStageModules(module);
+  if (imported && stageModules.empty()) {
+    auto made = compileConservative(*imported, options, module, flow);
+    if (failed(made))
+      return failure();
+    conservative = std::move(*made);
+  }
+  std::string arenaText =
+      takeArenaSizes(stageModules.empty() ? SmallVector<ModuleOp>{module} : stageModules);
+
+  if (flow.emit == EmitKind::LLVMIR) {
+    auto output = openOutputFile(outputPath, &error);
+    if (!output)
+      return flowError(context, error);
+    if (failed(emitLLVMIR(module, output->os(), error, conservative.get())))
+      return flowError(context, error);
+    output->keep();
+    return success();
+  }
+  std::string objectPath = outputPath.str();
+  SmallString<128> temp;
+  if (flow.emit == EmitKind::Executable) {
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("hpc-program", "o", temp))
+      return flowError(context, "cannot create a temporary file: " + ec.message());
+    objectPath = temp.str().str();
+  }
+  LogicalResult emitted = emitObjectFile(module, objectPath, error, conservative.get());
+  if (succeeded(emitted) && flow.emit == EmitKind::Executable)
+    emitted = linkExecutable(objectPath, outputPath.str(), error);
+  if (flow.emit == EmitKind::Executable)
+    llvm::sys::fs::remove(objectPath);
+  if (failed(emitted))
+    return flowError(context, error);
+  if (!flow.log)
+    return success();
+  if (stageModules.empty()) {
+    flow.log("wrote " + outputPath.str() + " and " + weightsPath + " (arena " + arenaText +
+             " bytes" + (conservative ? "; with a conservative plan" : "") + ")");
+  } else {
+    StringRef ext = llvm::sys::path::extension(weightsPath);
+    std::string stem = weightsPath.substr(0, weightsPath.size() - ext.size());
+    flow.log("wrote " + outputPath.str() + " (" + std::to_string(stageModules.size()) +
+             " pipeline stages) and " + stem + ".stage{0.." +
+             std::to_string(stageModules.size() - 1) + "}" + ext.str() + " (arena " +
+             arenaText + " bytes)");
+  }
+  return success();
+}
