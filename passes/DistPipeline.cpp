@@ -417,14 +417,20 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
       return rankOf(stageOf[def]);
     };
 
-    //    A backward op is B (it leads to an input gradient another rank
-    //    receives) or W (weight gradients only): zb-h1 runs the W's later.
+    //    A backward op is B (it leads to a value another rank receives: an
+    //    input gradient, or a tied weight's gradient part) or W (weight
+    //    gradients only): zb-h1 runs the W's later. An op of no micro-batch
+    //    that another rank reads (the transpose of a tied weight's gradient,
+    //    summed into the other use's) leads back to the backward ops of every
+    //    micro-batch it reads: left in W, the rank that waits for it in its
+    //    own W block can hold up the B block that this rank waits for.
     llvm::DenseSet<Operation *> inputGradient;
     {
       SmallVector<Operation *> work;
       for (int64_t s = 0; s < P; ++s)
         for (Operation *op : all)
-          if (in[s].contains(op) && op->hasAttr(kBackwardAttr))
+          if (in[s].contains(op) &&
+              (op->hasAttr(kBackwardAttr) || !op->hasAttr(kMicroBatchAttr)))
             for (Value r : op->getResults())
               for (Operation *user : r.getUsers())
                 if (user != ret.getOperation() && stageOf.lookup(user) >= 0 &&
@@ -437,7 +443,8 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
         for (Value v : op->getOperands())
           if (Operation *def = v.getDefiningOp();
               def && def->hasAttr(kBackwardAttr) && stageOf[def] == stageOf[op] &&
-              def->getAttr(kMicroBatchAttr) == op->getAttr(kMicroBatchAttr))
+              (!op->hasAttr(kMicroBatchAttr) ||
+               def->getAttr(kMicroBatchAttr) == op->getAttr(kMicroBatchAttr)))
             work.push_back(def);
       }
     }

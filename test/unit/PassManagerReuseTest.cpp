@@ -100,7 +100,7 @@ TEST_F(PassManagerReuse, TrainStep) {
                  [&] { return import("mlp.onnx", "x=8,784", {"fc2"}); }, options);
 }
 
-TEST_F(PassManagerReuse, PipelinedStepWithZeroAndBf16) {
+TEST_F(PassManagerReuse, PipelinedStepWithZeroRecomputeAndBf16) {
   hpc::CompileOptions options;
   options.train = true;
   options.loss = "cross-entropy:logits,labels";
@@ -108,6 +108,7 @@ TEST_F(PassManagerReuse, PipelinedStepWithZeroAndBf16) {
   options.mesh = "pp=2,dp=2";
   options.zero = 1;
   options.microBatches = 2;
+  options.recompute = "full";
   options.precision = hpc::Precision::BF16;
   // Each import is one micro-batch, split over the dp ranks.
   expectReusable([&] { return import("gpt2.onnx", "input_ids=2,16", {"logits"}); },
