@@ -18,7 +18,9 @@
 #include "hpc/Compile.h"
 #include "hpc/Import/ONNXImporter.h"
 #include "hpc/InitAll.h"
-#include "hpc/Passes.h" // not used here: the passes, to build one's own pipeline
+// Unused here: what a compiler that builds its own pipeline from HPC-Opt's
+// passes includes (it compiles against the installed dialect headers).
+#include "hpc/Passes.h"
 #include "hpc/Target/Emit.h"
 
 #include "mlir/IR/DialectRegistry.h"
