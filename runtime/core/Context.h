@@ -337,6 +337,25 @@ public:
   uint64_t highWater() const { return highWater_; }
   void setTracing(bool on) { tracing_ = on; }
   bool tracing() const { return tracing_; }
+  /// Where a run's time went, for the train command's measured profile
+  /// (the parts hpc-opt's plan predicts): the blocking collectives and the
+  /// waits for started ones are exposed communication, the point-to-point
+  /// transfers between pipeline stages and the waits for received values
+  /// are the bubble; the rest of a step is compute.
+  struct RunProfile {
+    double exposedCommUs = 0, bubbleUs = 0;
+  };
+  void setProfiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+  void addProfile(bool bubble, double us) {
+    (bubble ? profile_.bubbleUs : profile_.exposedCommUs) += us;
+  }
+  /// The profile since the last call (then zeroed).
+  RunProfile takeProfile() {
+    RunProfile p = profile_;
+    profile_ = {};
+    return p;
+  }
   void beginRun() { ++run_; }
   /// Records one event; thread-safe (the communication thread adds the
   /// started ops' jobs with tid TraceEvent::kTraceComm).
@@ -407,6 +426,8 @@ private:
 
   uint64_t highWater_ = 0;
   bool tracing_ = false;
+  bool profiling_ = false;
+  RunProfile profile_;
   int32_t run_ = 0;
   std::vector<hpcrt::TraceEvent> trace_;
   std::mutex traceMu_;

@@ -59,7 +59,11 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
   if (setup && !kernel.stateful)
     return;
   bool tracing = ctx->tracing();
-  double t0 = tracing ? ctx->nowUs() : 0.0;
+  // The profile times the communicating ops only; a started collective's
+  // call just queues it (its wait is what the step waits for).
+  bool profiled = ctx->profiling() && !setup && isCommunicating(id) &&
+                  !strstr(opMnemonic(id), "_start");
+  double t0 = tracing || profiled ? ctx->nowUs() : 0.0;
   const auto &ops = ctx->ops();
   bool known = op >= 0 && static_cast<size_t>(op) < ops.size();
   const char *mnemonic = opMnemonic(id);
@@ -120,6 +124,11 @@ void runKernel(hpcrt_ctx *ctx, int32_t op, const int32_t *ids, const int64_t *ia
   }
   if (tracing && !setup)
     ctx->addTrace(op, t0, ctx->nowUs() - t0);
+  if (profiled) {
+    bool bubble =
+        id == OpId::send || id == OpId::recv || (id == OpId::wait && known && ops[op].recv);
+    ctx->addProfile(bubble, ctx->nowUs() - t0);
+  }
 }
 
 } // namespace hpcrt

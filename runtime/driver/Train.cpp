@@ -156,6 +156,9 @@ private:
   int64_t lastCheckpoint_ = -1; ///< the newest checkpoint's step (-1: none)
   int64_t rollbacksThisRun_ = 0, rolledBackSteps_ = 0;
   std::vector<double> stepMs_;
+  /// Each step's exposed communication and pipeline bubble (ms), beside
+  /// stepMs_ (hpcrt_ctx::RunProfile).
+  std::vector<double> exposedCommMs_, bubbleMs_;
   double ckptSaveS_ = 0, loadS_ = 0;
   uint64_t ckptSaveBytes_ = 0, loadBytes_ = 0;
   int64_t ckptSaves_ = 0;
@@ -632,6 +635,9 @@ StepReport Trainer::trainStep(int64_t step) {
   StepReport r;
   r.step = step;
   r.lr = schedule_.at(step) * lrScale_;
+  // The step's profile only (an evaluation run in between adds to it).
+  ctx_->setProfiling(true);
+  ctx_->takeProfile();
   auto t0 = Clock::now();
   comm::CommStats before = mpi_.comm ? mpi_.comm->stats() : comm::CommStats();
   data_->fill(*ctx_, firstSample(step));
@@ -640,6 +646,9 @@ StepReport Trainer::trainStep(int64_t step) {
   runProgram(*ctx_, mpi_, program_);
   finishRun(*ctx_, mpi_);
   r.stepMs = msSince(t0);
+  Context::RunProfile profile = ctx_->takeProfile();
+  exposedCommMs_.push_back(profile.exposedCommUs / 1000.0);
+  bubbleMs_.push_back(profile.bubbleUs / 1000.0);
   if (mpi_.comm) {
     const comm::CommStats &after = mpi_.comm->stats();
     stepComm_.bytesSent += after.bytesSent - before.bytesSent;
@@ -788,6 +797,22 @@ void Trainer::finish(double wallS) {
     ckptBytes += perRank[2 * r];
     loadBytes += perRank[2 * r + 1];
   }
+  // The measured profile, under the names of hpc-opt's prediction
+  // (plan.prediction in --report): the steady steps' median step time and
+  // the medians of its parts, mean over the ranks (a pipeline's stages wait
+  // unlike each other); compute is what the waits leave.
+  std::vector<uint64_t> parts = mpi_.allGather(
+      {static_cast<uint64_t>(1000.0 * stepJitter(exposedCommMs_).medianMs),
+       static_cast<uint64_t>(1000.0 * stepJitter(bubbleMs_).medianMs)});
+  double exposedCommS = 0, bubbleS = 0;
+  for (size_t r = 0; 2 * r + 1 < parts.size(); ++r) {
+    exposedCommS += static_cast<double>(parts[2 * r]) / 1e6;
+    bubbleS += static_cast<double>(parts[2 * r + 1]) / 1e6;
+  }
+  exposedCommS /= static_cast<double>(mpi_.size);
+  bubbleS /= static_cast<double>(mpi_.size);
+  double stepS = jitter.medianMs / 1000.0;
+  double computeS = std::max(0.0, stepS - exposedCommS - bubbleS);
   double tokensPerS = trainMs_ > 0 ? static_cast<double>(tokensPerStep() * stepsRun_) /
                                          (trainMs_ / 1000.0)
                                    : 0;
@@ -811,6 +836,10 @@ void Trainer::finish(double wallS) {
           .add("p95_step_ms", jsonDouble(jitter.p95Ms))
           .add("step_time_jitter", jsonDouble(jitter.jitter))
           .add("step_time_cv", jsonDouble(jitter.cv))
+          .add("step_time_s", jsonDouble(stepS))
+          .add("compute_s", jsonDouble(computeS))
+          .add("exposed_comm_s", jsonDouble(exposedCommS))
+          .add("bubble_s", jsonDouble(bubbleS))
           .add("checkpoints_written", ckptSaves_)
           .add("checkpoint_save_s", jsonDouble(ckptSaveS_))
           .add("checkpoint_save_mb_per_s",
@@ -849,6 +878,10 @@ void Trainer::finish(double wallS) {
       printf("timing: median %.3f ms a step, p95 %.3f ms (jitter %.1f%%, cv %.1f%% over %zu "
              "steady steps)\n",
              jitter.medianMs, jitter.p95Ms, 100 * jitter.jitter, 100 * jitter.cv, jitter.steps);
+    if (jitter.steps > 1)
+      printf("profile: median step %.3f ms = compute %.3f + exposed communication %.3f + "
+             "bubble %.3f ms (mean over ranks)\n",
+             1000 * stepS, 1000 * computeS, 1000 * exposedCommS, 1000 * bubbleS);
     if (ckptSaves_)
       printf("checkpoints: %lld written in %.3f s (%.1f MB/s)%s\n",
              static_cast<long long>(ckptSaves_), ckptSaveS_,

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Prints a plan's predicted step beside the step a run of it measured.
+
+    plan_vs_measured.py PLAN.json METRICS.jsonl [PLAN2.json METRICS2.jsonl ...]
+                        [--max-error PCT]
+
+PLAN.json is `hpc-opt ... --cluster=C --report=PLAN.json` (its
+plan.prediction: step_time_s, compute_s, exposed_comm_s, bubble_s);
+METRICS.jsonl the `train --metrics` file of the binary compiled with that
+plan, whose summary line holds the same keys, measured (the steady steps'
+medians; the parts mean over the ranks). One table row per part, with the
+error of the prediction relative to the measurement. --max-error: exit 1
+when a step time's error is above PCT percent. Bad files: one line, exit 1.
+"""
+import argparse
+import json
+import sys
+
+from metrics_jsonl import summary_record
+
+PROG = "plan_vs_measured.py"
+PARTS = ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")
+
+
+def prediction(path):
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except OSError as e:
+        sys.exit(f"{PROG}: error: {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"{PROG}: error: {path}: not JSON: {e}")
+    pred = report.get("plan", {}).get("prediction") if isinstance(report, dict) else None
+    if not isinstance(pred, dict) or any(k not in pred for k in PARTS):
+        sys.exit(f"{PROG}: error: {path}: no plan.prediction with {', '.join(PARTS)} "
+                 "(is it hpc-opt's --report?)")
+    return pred
+
+
+def measured(path):
+    rec = summary_record(path, PROG)
+    missing = [k for k in PARTS if k not in rec]
+    if missing:
+        sys.exit(f"{PROG}: error: {path}: the summary has no {', '.join(missing)} "
+                 "(a binary older than the measured profile?)")
+    return rec
+
+
+def error_pct(pred, meas):
+    return 100.0 * (pred - meas) / meas if meas > 0 else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+", help="PLAN.json METRICS.jsonl pairs")
+    ap.add_argument("--max-error", type=float, default=None, metavar="PCT")
+    args = ap.parse_args()
+    if len(args.files) % 2:
+        sys.exit(f"{PROG}: error: give PLAN.json METRICS.jsonl pairs, got {len(args.files)} files")
+    worst = 0.0
+    print(f"{'plan':<28} {'part':<15} {'predicted ms':>13} {'measured ms':>12} {'error':>8}")
+    for plan, metrics in zip(args.files[::2], args.files[1::2]):
+        pred, meas = prediction(plan), measured(metrics)
+        for k in PARTS:
+            p, m = 1000.0 * float(pred[k]), 1000.0 * float(meas[k])
+            e = error_pct(p, m)
+            print(f"{plan[-28:]:<28} {k:<15} {p:>13.3f} {m:>12.3f} "
+                  f"{'' if e != e else f'{e:+.1f}%':>8}")
+        e = error_pct(float(pred["step_time_s"]), float(meas["step_time_s"]))
+        worst = max(worst, abs(e)) if e == e else worst
+    print(f"worst step-time error: {worst:.1f}%")
+    if args.max_error is not None and worst > args.max_error:
+        print(f"{PROG}: step-time error {worst:.1f}% above --max-error {args.max_error}%")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
