@@ -18,6 +18,8 @@
 #       [--work /tmp/hpc-bench-search] [--only time|megatron|grid]
 #       [--cluster-file F.json]   (evaluate with another cluster/efficiency)
 #       [--calibrate [--loo]]      (fit the efficiency factors to Table 1)
+#       [--validation [--only RUN,...]]  (published runs of other teams, out
+#                                  of sample; PUBLISHED_RUNS)
 import argparse
 import json
 import os
@@ -71,6 +73,123 @@ MEGATRON_TABLE2 = [
     ("ptd-p", 529.6, 105, 20480, 128, 8, 35, 1120, 2240, 1, 167),
     ("ptd-p", 529.6, 105, 20480, 128, 8, 35, 2240, 2240, 1, 159),
 ]
+
+
+# Out-of-sample validation set (docs/cost-model.md, "Published runs, out of
+# sample"): large training runs of other teams, software and hardware
+# generations than Table 1, each evaluated with its published configuration.
+# None of these rows was used to fit the efficiency factors. Columns: name,
+# team / software, hardware, cluster (a preset, or a file under
+# examples/clusters/), layers, hidden, heads, sequence length, vocabulary
+# (padded as the software pads it), GPUs, tp, pp, global batch (sequences),
+# micro-batch per GPU, ZeRO stage, sequence parallelism, full activation
+# recomputation, pipeline schedule, published figure, how it counts (below),
+# and a marker: "" when the cost model represents the run as published, else
+# what it cannot represent (the row is then the closest representable config
+# and its error is reported separately).
+#
+# How a figure counts (every row is compared in its own source's convention,
+# so the error is the ratio of step times whatever the convention):
+#   "hfu4": TFLOP/s per GPU by Narayanan et al.'s formula with recomputation,
+#           96 B s l h^2 (1 + s/(6h) + V/(16 l h)) / step time / GPUs
+#           (Megatron-LM's and Megatron-DeepSpeed's logs; MT-NLG's 126
+#           TFLOP/s is exactly this for its 60.1 s iterations);
+#   "mfu3": model FLOPs, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) / step time /
+#           GPUs, i.e. the published MFU x the bf16 peak (312 on A100, 989.4
+#           on H100; Korthikanti et al., Appendix A; Llama 3's 430 TFLOP/s =
+#           43% of 989).
+LLAMA3_MARKER = ("GQA/SwiGLU as a GPT of equal GEMM FLOPs, FSDP as ZeRO-1, 1F1B for the interleaved schedule;"
+                 " full recomputation for none (without flash attention the scores do not fit)")
+PUBLISHED_RUNS = [
+    # BLOOM 176B: BigScience Workshop, "BLOOM: A 176B-Parameter Open-Access
+    # Multilingual Language Model" (arXiv:2211.05100) sec. 3.4; the training
+    # page https://bigscience.notion.site/BigScience-176B-Model-ad073ca07cdf479398d5f95d88e218c4
+    # ("one copy of the model takes 48 GPUs", "about 150 TFLOPs", 384 A100
+    # 80GB) and https://huggingface.co/blog/bloom-megatron-deepspeed
+    # (Megatron-DeepSpeed: TP=4, PP=12, DP=8, ZeRO stage 1, bf16). 70
+    # layers, hidden 14336, 112 heads, seq 2048, vocabulary 250,680 padded to
+    # 250,880. Global batch 2048 (after the ramp-up). Jean Zay nodes: 8 A100
+    # with NVLink, 4 x 100 Gb/s Omni-Path per node (examples/clusters/
+    # jean-zay-a100-opa.json; NVLink taken as the DGX's 300 GB/s). Assumed:
+    # micro-batch 2 (the tr11-176B-ml training script's), full recomputation
+    # (--checkpoint-activations), Megatron-DeepSpeed's 4x FLOP count.
+    ("bloom-176b", "BigScience / Megatron-DeepSpeed", "384 x A100-80GB, 4x100G OPA",
+     "examples/clusters/jean-zay-a100-opa.json", 70, 14336, 112, 2048, 250880,
+     384, 4, 12, 2048, 2, 1, 0, 1, "1f1b", 150, "hfu4", ""),
+    # MT-NLG 530B: Smith et al., "Using DeepSpeed and Megatron to Train
+    # Megatron-Turing NLG 530B" (arXiv:2201.11990) sec. 2.4: 105 layers,
+    # hidden 20480, 128 heads, seq 2048, GPT-2 vocabulary (50,257, padded by
+    # Megatron to 51,200 at tp 8), 8-way tensor x 35-way pipeline parallelism,
+    # global batch 1920 on 280, 350 and 420 DGX A100 (80 GB, HDR InfiniBand,
+    # Selene): 60.1, 50.2 and 44.4 s per iteration, 126, 121 and 113 TFLOP/s
+    # per GPU. Assumed: micro-batch 1, full recomputation, ZeRO-1 (DeepSpeed's
+    # pipeline engine supports no higher stage), 1F1B.
+    ("mt-nlg-530b-2240", "Microsoft+NVIDIA / DeepSpeed+Megatron", "2240 x A100-80GB, HDR IB",
+     "dgx-a100-80g", 105, 20480, 128, 2048, 51200,
+     2240, 8, 35, 1920, 1, 1, 0, 1, "1f1b", 126, "hfu4", ""),
+    ("mt-nlg-530b-2800", "Microsoft+NVIDIA / DeepSpeed+Megatron", "2800 x A100-80GB, HDR IB",
+     "dgx-a100-80g", 105, 20480, 128, 2048, 51200,
+     2800, 8, 35, 1920, 1, 1, 0, 1, "1f1b", 121, "hfu4", ""),
+    ("mt-nlg-530b-3360", "Microsoft+NVIDIA / DeepSpeed+Megatron", "3360 x A100-80GB, HDR IB",
+     "dgx-a100-80g", 105, 20480, 128, 2048, 51200,
+     3360, 8, 35, 1920, 1, 1, 0, 1, "1f1b", 113, "hfu4", ""),
+    # Korthikanti et al., "Reducing Activation Recomputation in Large
+    # Transformer Models" (arXiv:2205.05198, MLSys 2023), abstract and sec.
+    # 6.3: the 530B GPT (105 layers, hidden 20480, 128 heads, seq 2048,
+    # vocabulary 51,200) on 2240 A100 80GB (tp 8 x pp 35 x dp 8): 42.1% MFU
+    # with full recomputation, 54.2% with sequence parallelism and selective
+    # recomputation (Megatron-LM 2022; the abstract). Assumed: tp 8 x pp 35
+    # (the paper's configuration table, not re-read), global batch 2240 (the
+    # paper's weak-scaling batch of one sequence per GPU), micro-batch 1,
+    # 1F1B. Selective recomputation (only the attention core is recomputed,
+    # +1.6% FLOPs) is not representable: that row runs without recomputation.
+    ("megatron-sp-530b-full", "NVIDIA / Megatron-LM 2022", "2240 x A100-80GB, HDR IB",
+     "dgx-a100-80g", 105, 20480, 128, 2048, 51200,
+     2240, 8, 35, 2240, 1, 0, 0, 1, "1f1b", 0.421 * 312, "mfu3", ""),
+    ("megatron-sp-530b-selective", "NVIDIA / Megatron-LM 2022", "2240 x A100-80GB, HDR IB",
+     "dgx-a100-80g", 105, 20480, 128, 2048, 51200,
+     2240, 8, 35, 2240, 1, 0, 1, 0, "1f1b", 0.542 * 312, "mfu3", "selective recomputation as none"),
+    # GPT-NeoX-20B: Black et al., "GPT-NeoX-20B: An Open-Source Autoregressive
+    # Language Model" (arXiv:2204.06745) sec. 2.3 and 3: 44 layers, hidden
+    # 6144, 64 heads, seq 2048, vocabulary 50,432 (padded), 12 servers of 8
+    # A100-SXM4-40GB, four ConnectX-6 (HDR 200 Gb/s) HCAs per server
+    # (examples/clusters/neox-a100-40g-4hca.json), tensor parallel 2,
+    # pipeline parallel 4, ZeRO, 117 TFLOP/s per GPU; batch "approximately
+    # 3.15M tokens (1538 contexts)" with 32 gradient-accumulation steps: 12 x
+    # 32 x 4 = 1536 sequences, micro-batch 4. Assumed: ZeRO-1, full
+    # recomputation (the released 20B config), fp16 (the A100's fp16 peak is
+    # its bf16 peak), the GPT-NeoX 4x FLOP count.
+    ("neox-20b", "EleutherAI / GPT-NeoX", "96 x A100-40GB, 4x200G HDR IB",
+     "examples/clusters/neox-a100-40g-4hca.json", 44, 6144, 64, 2048, 50432,
+     96, 2, 4, 1536, 4, 1, 0, 1, "1f1b", 117, "hfu4", ""),
+    # Llama 3 405B: Llama Team, "The Llama 3 Herd of Models" (arXiv:2407.21783)
+    # Table 3 (126 layers, hidden 16384, FFN 53248, 128 heads, 8 KV heads,
+    # vocabulary 128,256) and Table 4 (seq 8192, TP 8, CP 1, PP 16, DP 64 or
+    # 128, 32 or 16 sequences per DP group, 430 or 400 TFLOP/s per GPU, 43%
+    # or 41% BF16 MFU) on H100 80GB with 400 Gb/s RoCE per GPU (dgx-h100's
+    # 50 GB/s per GPU); sec. 3.3.2: no activation checkpointing at 8K, FSDP
+    # sharding optimizer states and gradients, an interleaved schedule. Not
+    # representable: SwiGLU and grouped-query attention (a GPT block with a
+    # 4h MLP has the same 12 h^2 linear parameters and GEMM FLOPs per layer:
+    # 2.25 h^2 attention + 9.75 h^2 SwiGLU), flash attention (the cost model
+    # stores and reads the s x s scores), Meta's FSDP (as ZeRO-1), the
+    # interleaved schedule's chunk count (not published; evaluated as 1F1B).
+    # Assumed: micro-batch 1, sequence parallelism on. Without flash
+    # attention the stored 8192 x 8192 scores need about 335 GiB per GPU
+    # without recomputation, so the rows recompute (Llama 3 did not): the
+    # prediction includes a forward pass the run did not do.
+    ("llama3-405b-8k", "Meta / Llama 3 4D parallelism", "8192 x H100-80GB, 400G RoCE",
+     "dgx-h100", 126, 16384, 128, 8192, 128256,
+     8192, 8, 16, 2048, 1, 1, 1, 1, "1f1b", 430, "mfu3", LLAMA3_MARKER),
+    ("llama3-405b-16k", "Meta / Llama 3 4D parallelism", "16384 x H100-80GB, 400G RoCE",
+     "dgx-h100", 126, 16384, 128, 8192, 128256,
+     16384, 8, 16, 2048, 1, 1, 1, 1, "1f1b", 400, "mfu3", LLAMA3_MARKER),
+]
+# Left out: OPT-175B (Zhang et al., arXiv:2203.02068: 992 A100 80GB, 147
+# TFLOP/s per GPU with FSDP and Megatron tensor parallelism) publishes neither
+# its tensor-parallel degree nor its micro-batch nor how its TFLOP/s count;
+# Llama 3's 131K-token stage needs context parallelism (CP 16), which the
+# cost model lacks.
 
 
 def table2_mesh(kind, tp, pp, gpus, mbs):
@@ -327,18 +446,110 @@ def calibrate(args):
     return 0
 
 
+def published_flops(convention, batch, seq, layers, hidden, vocab):
+    """FLOPs of one step as a published figure of `convention` counts them
+    (see PUBLISHED_RUNS)."""
+    if convention == "hfu4":
+        return 96 * batch * seq * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+    assert convention == "mfu3", convention
+    return 72 * batch * seq * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+
+
+def published_cluster(cluster, gpus):
+    if cluster.endswith(".json"):
+        return "%s:%d" % (os.path.join(ROOT, cluster), gpus // 8)
+    return "%s:%d" % (cluster, gpus // 8)
+
+
+def bench_validation(args, names):
+    """Evaluates PUBLISHED_RUNS (or the named ones) with the current cost model
+    and prints the per-run errors, the out-of-sample MAPE and, unless a subset
+    is named, the in-sample MAPE on Table 1."""
+    rows = [r for r in PUBLISHED_RUNS if not names or r[0] in names]
+    unknown = sorted(set(names) - set(r[0] for r in PUBLISHED_RUNS))
+    if unknown:
+        sys.exit("bench_search.py: error: unknown published run(s) %s (known: %s)"
+                 % (", ".join(unknown), ", ".join(r[0] for r in PUBLISHED_RUNS)))
+    print("## Published runs, out of sample\n")
+    print("Each row: the published configuration as `mesh=dp=..,tp=..,pp=..,zero=..,sp=..,recompute=..,mbs=..`"
+          " with `schedule=`; published and predicted TFLOP/s per GPU counted as the source counts them"
+          " (hfu4: Megatron's formula with recomputation; mfu3: model FLOPs, MFU x peak); error = predicted /"
+          " published - 1 = published step time / predicted step time - 1. Rows marked * are the closest"
+          " representable configuration.\n")
+    print("| run | team / software | hardware | config | published TFLOP/s per GPU | predicted | error |")
+    print("|---|---|---|---|---|---|---|")
+    exact, approx, failed = [], [], []
+    for (name, team, hardware, cluster, layers, hidden, heads, seq, vocab, gpus, tp, pp, batch, mbs, zero, sp,
+         recompute, schedule, published, convention, marker) in rows:
+        dp = gpus // (tp * pp)
+        model = generate(args.work, layers, hidden, heads, seq=seq, vocab=vocab)
+        mesh = "dp=%d,tp=%d,pp=%d,zero=%d,sp=%d,recompute=%d,mbs=%d" % (dp, tp, pp, zero, sp, recompute, mbs)
+        config = "tp %d, pp %d, dp %d, batch %d, mbs %d, zero %d, sp %s, recompute %s, %s" % (
+            tp, pp, dp, batch, mbs, zero, "on" if sp else "off", "full" if recompute else "none", schedule)
+        label = name + (" *" if marker else "")
+        rep, _, err = search(args.hpc_opt, model, {"cluster": published_cluster(cluster, gpus), "global-batch": batch,
+                                                   "mesh": mesh, "schedule": schedule}, args.work)
+        if rep is None:
+            print("| %s | %s | %s | %s | %.0f (%s) | failed: %s | - |"
+                  % (label, team, hardware, config, published, convention,
+                     err.splitlines()[-1].split("error: ")[-1] if err else "?"))
+            failed.append(name)
+            continue
+        step = rep["plan"]["prediction"]["step_time_s"]
+        pred = published_flops(convention, batch, seq, layers, hidden, vocab) / step / gpus / 1e12
+        e = pred / published - 1
+        (approx if marker else exact).append(abs(e))
+        print("| %s | %s | %s | %s | %.0f (%s) | %.1f | %+.1f%% |"
+              % (label, team, hardware, config, published, convention, pred, 100 * e))
+    for (name, *_rest, marker) in rows:
+        if marker:
+            print("\n\\* %s: %s" % (name, marker), end="")
+    print("\n")
+    both = exact + approx
+    if failed:
+        print("not evaluated (the cost model rejects the configuration): %s" % ", ".join(failed))
+    if not both:
+        return 100.0
+    if exact:
+        print("out of sample, rows as published (%d): mean absolute percentage error %.2f%%, largest %.1f%%"
+              % (len(exact), 100 * sum(exact) / len(exact), 100 * max(exact)))
+    if approx:
+        print("out of sample, closest representable rows (%d): mean absolute percentage error %.2f%%, largest %.1f%%"
+              % (len(approx), 100 * sum(approx) / len(approx), 100 * max(approx)))
+    print("out of sample, all %d rows: mean absolute percentage error %.2f%% (goal <= 10%%)"
+          % (len(both), 100 * sum(both) / len(both)))
+    if names:
+        print()
+        return 100 * sum(both) / len(both)
+    errors = []
+    for ((layers, hidden, heads), gpus, batch, mesh, tflops) in calibration_rows()[:len(MEGATRON_TABLE1)]:
+        model = generate(args.work, layers, hidden, heads)
+        rep, _, err = search(args.hpc_opt, model, {"cluster": args.cluster("dgx-a100-80g", gpus // 8),
+                                                   "global-batch": batch, "mesh": mesh}, args.work)
+        errors.append(abs(rep["plan"]["prediction"]["tflops_per_device"] - tflops) / tflops if rep else 1.0)
+    print("in sample, Narayanan et al. Table 1 (%d rows, the fitting set): mean absolute percentage error %.2f%%,"
+          " largest %.1f%%\n" % (len(errors), 100 * sum(errors) / len(errors), 100 * max(errors)))
+    return 100 * sum(both) / len(both)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--hpc-opt", default=os.path.join(ROOT, "build", "bin", "hpc-opt"))
     ap.add_argument("--work", default="/tmp/hpc-bench-search")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=("time", "megatron", "grid"))
+    ap.add_argument("--only", help="time, megatron or grid; with --validation: comma-separated names of"
+                    " PUBLISHED_RUNS")
+    ap.add_argument("--validation", action="store_true",
+                    help="evaluate the published runs of other teams (PUBLISHED_RUNS) out of sample and Table 1"
+                    " in sample")
     ap.add_argument("--calibrate", action="store_true",
                     help="fit the efficiency factors to Table 1 (coordinate descent) and print them")
     ap.add_argument("--loo", action="store_true", help="with --calibrate: leave-one-out cross-validation")
     ap.add_argument("--cluster-file", help="JSON cluster whose device/links/efficiency replace the presets'"
                     " (node count and preset still come from each case)")
     args = ap.parse_args()
+    if not args.validation and args.only not in (None, "time", "megatron", "grid"):
+        ap.error("--only must be time, megatron or grid (run names need --validation)")
     os.makedirs(args.work, exist_ok=True)
 
     def cluster(preset, nodes):
@@ -357,6 +568,10 @@ def main():
                                                      platform.python_version()))
     if args.calibrate:
         return calibrate(args)
+    if args.validation:
+        names = [n for n in (args.only or "").split(",") if n]
+        bench_validation(args, names)
+        return 0
     ok = True
     if args.only in (None, "time"):
         ok &= bench_time(args) < 10
