@@ -1,8 +1,8 @@
 //===- Compile.cpp - C API of the compile flow ----------------------------===//
 //
 // Implements hpc-c/Compile.h: parses the hpc-compile pipeline's textual
-// options into hpc::CompileOptions, checks them and runs
-// hpc::compileToExecutable. Every error is a diagnostic on the module's
+// options into hpc::CompileOptions and runs hpc::compileToExecutable, which
+// checks them. Every error is a diagnostic on the module's
 // context and a failure result.
 //
 //===----------------------------------------------------------------------===//
@@ -45,10 +45,6 @@ MlirLogicalResult hpcCompileToExecutable(MlirModule module,
     return mlirLogicalResultFailure();
   }
 
-  std::string error;
-  if (!hpc::verifyCompileOptions(compileOptions, error)) {
-    op.emitError() << "hpc-compile options '" << text << "': " << error;
-    return mlirLogicalResultFailure();
-  }
+  // The flow checks the options' combinations first (verifyCompileOptions).
   return wrap(hpc::compileToExecutable(op, compileOptions, unwrap(outputPath)));
 }

@@ -11,6 +11,7 @@
 #include "Metrics.h"
 
 #include "../core/Context.h"
+#include "common/Json.h"
 
 #include <cerrno>
 #include <cmath>
@@ -19,22 +20,7 @@
 
 namespace hpcrt::driver {
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string jsonString(const std::string &s) { return hpc::json::quoted(s); }
 
 std::string jsonFloat(float v) {
   if (!std::isfinite(v))

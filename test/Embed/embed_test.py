@@ -72,29 +72,22 @@ def check_no_paths(files, forbidden, what):
                 raise Failure(f"{what} {f} names the {name} ({path})")
 
 
-def compare(reference_dir, dirs):
+def compare(compare_npy, reference_dir, dirs):
+    """Each of `dirs` holds the single-rank run's outputs, equal within
+    RTOL/ATOL (scripts/compare_npy.py, which prints the differences)."""
     names = sorted(os.listdir(reference_dir))
     if not names:
         raise Failure(f"the single-rank binary wrote no output in {reference_dir}")
+    for name in names:
+        if not np.all(np.isfinite(np.load(os.path.join(reference_dir, name)))):
+            raise Failure(f"{reference_dir}/{name} is not finite")
     for d in dirs:
         if sorted(os.listdir(d)) != names:
             raise Failure(f"{d} holds {sorted(os.listdir(d))}, the single rank {names}")
-        for name in names:
-            x = np.load(os.path.join(reference_dir, name))
-            y = np.load(os.path.join(d, name))
-            if x.shape != y.shape or x.dtype != y.dtype:
-                raise Failure(f"{d}/{name}: {y.dtype}{list(y.shape)}, "
-                              f"the single rank {x.dtype}{list(x.shape)}")
-            if not np.all(np.isfinite(x)):
-                raise Failure(f"{reference_dir}/{name} is not finite")
-            diff = np.abs(y.astype(np.float64) - x.astype(np.float64))
-            rel = float((diff / np.maximum(np.abs(x), ATOL)).max())
-            ok = np.allclose(y, x, rtol=RTOL, atol=ATOL)
-            print(f"{'ok' if ok else 'DIFFERS'}: {os.path.basename(d)}/{name} vs one rank: "
-                  f"max abs diff {float(diff.max()):.3g}, max rel diff {rel:.3g} "
-                  f"(rtol {RTOL}, atol {ATOL})")
-            if not ok:
-                raise Failure(f"{d}/{name} differs from the single-rank output")
+        done = subprocess.run([sys.executable, compare_npy, reference_dir, d,
+                               "--rtol", str(RTOL), "--atol", str(ATOL)])
+        if done.returncode != 0:
+            raise Failure(f"{d} differs from the single-rank output")
 
 
 def main():
@@ -196,7 +189,7 @@ def main():
             run(mpirun + ["./" + binary, "run"] + inputs +
                 ["--output-dir", "out-" + binary[:-4]], env, cwd=work,
                 what=f"mpirun -n 2 {binary}")
-        compare(os.path.join(work, "out-single"),
+        compare(os.path.join(src, "scripts", "compare_npy.py"), os.path.join(work, "out-single"),
                 [os.path.join(work, "out-c-dp2"), os.path.join(work, "out-cpp-dp2")])
         print("ok: the dp=2 executables of embed-c and embed-cpp under mpirun -n 2 give "
               "the installed hpc-opt's single-rank output")

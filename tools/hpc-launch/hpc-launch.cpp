@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Launch.h"
+#include "common/Json.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -740,24 +741,6 @@ std::string jsonSeconds(bool known, double s) {
   return buf;
 }
 
-/// `s` as a JSON string.
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 /// The whole run: the attempts, the failures between them, the report.
 class Session {
 public:
@@ -920,7 +903,7 @@ std::string Session::reportText() const {
     const Failure &f = failures_[i];
     s += std::string(i ? ", " : "") + "{\"attempt\": " + std::to_string(f.attempt) +
          ", \"rank\": " + (f.rank >= 0 ? std::to_string(f.rank) : "null") +
-         ", \"cause\": " + jsonString(f.cause) +
+         ", \"cause\": " + hpc::json::quoted(f.cause) +
          ", \"step\": " + (f.step >= 0 ? std::to_string(f.step) : "null") +
          ", \"recovery_s\": " + jsonSeconds(f.recovered, f.firstTime - f.failTime) +
          ", \"detect_stop_s\": " + jsonSeconds(true, f.downTime - f.failTime) +
