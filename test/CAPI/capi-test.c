@@ -611,6 +611,21 @@ static void testCompile(void) {
   diagnosticsClear(&diags);
   CHECK(mlirLogicalResultIsFailure(compileModel(ctx, single, "nonsense=1")));
   CHECK_CONTAINS(diags.text.data, "nonsense");
+  // A combination the flow cannot run, named in the options' terms.
+  diagnosticsClear(&diags);
+  CHECK(mlirLogicalResultIsFailure(
+      compileModel(ctx, single, "zero=1 train=true loss=mse:probs,t")));
+  CHECK_CONTAINS(diags.text.data, "zero shards a train step's state");
+  showDiagnostics("zero=1 without a mesh", &diags);
+  // A plan searched for a cluster runs 2 micro-batches: the C API has no
+  // model of one micro-batch to compile (hpc::FlowOptions::reimport), and
+  // says what to do instead.
+  diagnosticsClear(&diags);
+  CHECK(mlirLogicalResultIsFailure(compileModel(
+      ctx, single, "cluster=dgx-a100-80g:1 train=true loss=mse:probs,t micro-batches=2")));
+  CHECK_CONTAINS(diags.text.data, "the plan runs 2 micro-batches");
+  showDiagnostics("a plan of 2 micro-batches", &diags);
+  CHECK(access(single, F_OK) != 0);
 
   // One rank: an executable that runs.
   diagnosticsClear(&diags);
