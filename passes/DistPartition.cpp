@@ -250,6 +250,12 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
         op->setAttr("dist.rank_rows", axesAttr(b, s.dims[0]));
         var.removeValueAttr();
       }
+      // Which mesh axes split each dimension: checkpoints record the global
+      // slice each rank holds, so another plan can reshard them.
+      SmallVector<Attribute> split;
+      for (const std::vector<std::string> &axes : s.dims)
+        split.push_back(axesAttr(b, axes));
+      op->setAttr("dist.state_split", b.getArrayAttr(split));
       var.getResult().setType(localType(cast<RankedTensorType>(var.getType()), s));
       locals[var.getResult()] = {var.getResult(), s};
       noteAxes(s);

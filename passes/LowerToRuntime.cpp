@@ -346,6 +346,12 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
         entry["rank_axes"] = Array(e.rankAxes);
         entry["rank_stride"] = e.rankStride;
       }
+      if (!e.split.empty()) {
+        Array split;
+        for (const std::vector<int64_t> &axes : e.split)
+          split.push_back(Array(axes));
+        entry["split"] = std::move(split);
+      }
       state.push_back(std::move(entry));
     }
     m["state"] = std::move(state);

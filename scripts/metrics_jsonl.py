@@ -47,3 +47,17 @@ def summary_record(path, prog):
     if last is None:
         sys.exit(f"{prog}: error: {path}: no summary line (did the run finish?)")
     return last
+
+
+def profile_record(path, prog, step=None):
+    """The profile line (`train --profile-every K`) of `step` in the metrics
+    file at `path`, or the last one when `step` is None; exits with one line
+    when there is none."""
+    found = None
+    for rec in records(path, prog):
+        if isinstance(rec, dict) and rec.get("profile") and (step is None or rec.get("step") == step):
+            found = rec
+    if found is None:
+        at = "" if step is None else f" at step {step}"
+        sys.exit(f"{prog}: error: {path}: no profile line{at} (train --profile-every K writes them)")
+    return found

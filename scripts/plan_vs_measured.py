@@ -2,7 +2,7 @@
 """Prints a plan's predicted step beside the step a run of it measured.
 
     plan_vs_measured.py PLAN.json METRICS.jsonl [PLAN2.json METRICS2.jsonl ...]
-                        [--max-error PCT]
+                        [--max-error PCT] [--profile last|STEP]
 
 PLAN.json is `hpc-opt ... --cluster=C --report=PLAN.json` (its
 plan.prediction: step_time_s, compute_s, exposed_comm_s, bubble_s);
@@ -10,13 +10,15 @@ METRICS.jsonl the `train --metrics` file of the binary compiled with that
 plan, whose summary line holds the same keys, measured (the steady steps'
 medians; the parts mean over the ranks). One table row per part, with the
 error of the prediction relative to the measurement. --max-error: exit 1
-when a step time's error is above PCT percent. Bad files: one line, exit 1.
+when a step time's error is above PCT percent. --profile: the measurement of
+a profile line (`train --profile-every K`: the last K steps up to STEP, or
+the last such line) instead of the summary. Bad files: one line, exit 1.
 """
 import argparse
 import json
 import sys
 
-from metrics_jsonl import summary_record
+from metrics_jsonl import profile_record, summary_record
 
 PROG = "plan_vs_measured.py"
 PARTS = ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")
@@ -37,7 +39,9 @@ def prediction(path):
     return pred
 
 
-def measured(path):
+def measured(path, profile=None):
+    if profile is not None:
+        return profile_record(path, PROG, None if profile == "last" else int(profile))
     rec = summary_record(path, PROG)
     missing = [k for k in PARTS if k not in rec]
     if missing:
@@ -54,13 +58,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+", help="PLAN.json METRICS.jsonl pairs")
     ap.add_argument("--max-error", type=float, default=None, metavar="PCT")
+    ap.add_argument("--profile", default=None, metavar="last|STEP")
     args = ap.parse_args()
+    if args.profile is not None and args.profile != "last" and not args.profile.isdigit():
+        sys.exit(f"{PROG}: error: --profile takes 'last' or a step number, got '{args.profile}'")
     if len(args.files) % 2:
         sys.exit(f"{PROG}: error: give PLAN.json METRICS.jsonl pairs, got {len(args.files)} files")
     worst = 0.0
     print(f"{'plan':<28} {'part':<15} {'predicted ms':>13} {'measured ms':>12} {'error':>8}")
     for plan, metrics in zip(args.files[::2], args.files[1::2]):
-        pred, meas = prediction(plan), measured(metrics)
+        pred, meas = prediction(plan), measured(metrics, args.profile)
         for k in PARTS:
             p, m = 1000.0 * float(pred[k]), 1000.0 * float(meas[k])
             e = error_pct(p, m)

@@ -250,8 +250,28 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
     plan.weightEntries.push_back(
         {var.getName().str(), id, init, nullptr, cast<RankedTensorType>(whole.getType())});
   }
+  std::vector<std::vector<int64_t>> split;
+  if (auto dims = var->getAttrOfType<ArrayAttr>("dist.state_split")) {
+    hpc::dist::MeshAttr mesh = hpc::dist::lookupMesh(var);
+    bool any = false;
+    for (Attribute d : dims) {
+      std::vector<int64_t> axes;
+      for (Attribute a : cast<ArrayAttr>(d)) {
+        int64_t index = mesh ? mesh.axisIndex(cast<StringAttr>(a).getValue()) : -1;
+        if (index < 0)
+          return var.emitOpError("names a mesh axis the module's mesh does not have"),
+                 failure();
+        axes.push_back(index);
+      }
+      any |= !axes.empty();
+      split.push_back(std::move(axes));
+    }
+    if (!any)
+      split.clear();
+  }
   plan.stateEntries.push_back({var.getName().str(), id, var.getRole().str(), init, rankAxes,
-                               rankAxes.empty() ? 0 : plan.tensors[id].bytes});
+                               rankAxes.empty() ? 0 : plan.tensors[id].bytes,
+                               std::move(split)});
   return success();
 }
 

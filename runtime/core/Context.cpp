@@ -574,6 +574,23 @@ void hpcrt_ctx::parseState(const json &m) {
     } else {
       fail("manifest: " + where + " has unknown init '" + init + "' (weights or zeros)");
     }
+    if (j.contains("split")) {
+      const json &split = j["split"];
+      if (!split.is_array() || split.size() != tensors_[id].shape.size())
+        fail("manifest: " + where + ".split is not an array of one list per dimension");
+      for (const json &dim : split) {
+        std::vector<int64_t> axes;
+        if (!dim.is_array())
+          fail("manifest: " + where + ".split is not an array of one list per dimension");
+        for (const json &a : dim) {
+          if (!a.is_number_integer() || a.get<int64_t>() < 0 ||
+              a.get<int64_t>() >= static_cast<int64_t>(mesh_.size()))
+            fail("manifest: " + where + ".split names a mesh axis the mesh does not have");
+          axes.push_back(a.get<int64_t>());
+        }
+        e.split.push_back(std::move(axes));
+      }
+    }
     state_.push_back(std::move(e));
   }
   // A state tensor "state" does not list is a view of one it does (a
@@ -1056,6 +1073,28 @@ void hpcrt_ctx::releaseInitOnlyWeights() {
     // copy's pages would read zeros, but nothing reads them after this.
     if (to > from && madvise(reinterpret_cast<void *>(from), to - from, MADV_DONTNEED) == 0)
       releasedBytes_ += to - from;
+  }
+}
+
+void hpcrt_ctx::stateSlice(const StateEntry &e, std::vector<int64_t> &global,
+                           std::vector<int64_t> &start) const {
+  const Tensor &t = tensors_[e.tensor];
+  global = t.shape;
+  start.assign(t.shape.size(), 0);
+  for (size_t d = 0; d < e.split.size(); ++d) {
+    if (e.split[d].empty())
+      continue;
+    if (!comm_)
+      fail("state '" + e.name + "' is split over ranks: run under mpirun");
+    // The piece index over the axes, major first (as MpiComm::group's
+    // index); computed from the coordinates, with no collective.
+    int64_t index = 0, pieces = 1;
+    for (int64_t a : e.split[d]) {
+      index = index * mesh_[a].size + comm_->coords()[a];
+      pieces *= mesh_[a].size;
+    }
+    global[d] = t.shape[d] * pieces;
+    start[d] = index * t.shape[d];
   }
 }
 

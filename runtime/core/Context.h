@@ -100,6 +100,9 @@ struct StateEntry {
   std::vector<int64_t> rankAxes;
   int64_t rankStride = 0;
   int64_t rankPieces = 1; ///< ranks over rankAxes (ranksOver)
+  /// A sharded tensor (manifest "split"): per dimension, the mesh axes that
+  /// split it, major first; empty when every rank holds it whole.
+  std::vector<std::vector<int64_t>> split;
   /// A tensor of the model (a trained "param", or a "buffer" such as
   /// batch-norm running statistics in train mode), saved under its
   /// initializer name; not optimizer state.
@@ -254,6 +257,11 @@ public:
   const hpcrt::TrainInfo &train() const { return train_; }
   uint64_t stateBytes() const { return stateBytes_; }
   const std::vector<hpcrt::StateEntry> &stateList() const { return state_; }
+  /// The part of its whole (global) tensor a state tensor of this rank
+  /// holds: `global` gets the whole tensor's shape, `start` this rank's
+  /// first index per dimension (its extent is the tensor's shape).
+  void stateSlice(const hpcrt::StateEntry &e, std::vector<int64_t> &global,
+                  std::vector<int64_t> &start) const;
   /// The state buffer (after prepare(); null when state_bytes is 0).
   void *stateData() const { return stateBuffer_.data(); }
 

@@ -55,7 +55,7 @@ const char *usageText =
     "              [--iters N] [--warmup N] [--threads T] [--trace FILE.json]\n"
     "              [--weights FILE] [--verbose] [--peer-timeout S] [--check-inputs]\n"
     "       %s train --data NAME=FILE.npy ... | --tokens FILE  --steps N\n"
-    "              [--metrics FILE.jsonl] [--log-every K] [--threads T]\n"
+    "              [--metrics FILE.jsonl [--profile-every K]] [--log-every K] [--threads T]\n"
     "              [--ckpt-dir DIR [--ckpt-every K] [--ckpt-keep K]]\n"
     "              [--resume | --resume-from DIR/step-N]\n"
     "              [--lr F] [--lr-schedule constant|cosine:WARMUP,TOTAL|linear:WARMUP,TOTAL]\n"

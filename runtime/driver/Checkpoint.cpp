@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include <sys/stat.h>
 
@@ -146,28 +147,34 @@ CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &
   auto bad = [&](const std::string &what) { fail(mpath + ": " + what); };
   if (!m.is_object() || !m.contains("format_version") || !m["format_version"].is_number_integer())
     bad("not a checkpoint manifest (no format_version)");
-  if (m["format_version"].get<int64_t>() != kCheckpointFormatVersion)
-    bad("format version " + std::to_string(m["format_version"].get<int64_t>()) +
-        " is not supported (this runtime reads version " +
+  int64_t version = m["format_version"].get<int64_t>();
+  if (version != 1 && version != kCheckpointFormatVersion)
+    bad("format version " + std::to_string(version) +
+        " is not supported (this runtime reads versions 1 and " +
         std::to_string(kCheckpointFormatVersion) + ")");
   if (!m.contains("plan_hash") || !m["plan_hash"].is_string())
     bad("no plan_hash");
   std::string hash = m["plan_hash"].get<std::string>();
-  if (hash != plan.planHash) {
-    std::string model = m.contains("model") && m["model"].is_string()
-                            ? " of model '" + m["model"].get<std::string>() + "'"
-                            : "";
-    if (m.contains("layout") && m["layout"].is_string() && !plan.layout.empty() &&
-        m["layout"].get<std::string>() != plan.layout)
-      throw PlanMismatch(stepDir + ": a checkpoint" + model + " with its state split as " +
-                         m["layout"].get<std::string>() + "; this program's is " +
-                         plan.layout + " (resharding a checkpoint is not supported yet)");
-    throw PlanMismatch(stepDir + ": a checkpoint" + model +
-                       " of another model or plan (plan hash " + hash + ", this program's is " +
-                       plan.planHash + ")");
-  }
   CheckpointInfo c;
   c.dir = stepDir;
+  c.planHash = hash;
+  if (m.contains("layout") && m["layout"].is_string())
+    c.layout = m["layout"].get<std::string>();
+  if (hash != plan.planHash) {
+    std::string modelName =
+        m.contains("model") && m["model"].is_string() ? m["model"].get<std::string>() : "";
+    std::string model = modelName.empty() ? "" : " of model '" + modelName + "'";
+    if (modelName.empty() || modelName != plan.model)
+      throw PlanMismatch(stepDir + ": a checkpoint" + model +
+                         " of another model or plan (plan hash " + hash +
+                         ", this program's is " + plan.planHash + ")");
+    if (version < 2)
+      throw PlanMismatch(stepDir + ": a checkpoint" + model + " of another plan" +
+                         (c.layout.empty() ? "" : " (state split as " + c.layout + ")") +
+                         " written in format version 1, whose shards do not record their "
+                         "slices: it resumes only on the plan that wrote it");
+    c.reshard = true;
+  }
   if (!m.contains("step") || !m["step"].is_number_integer() || m["step"].get<int64_t>() < 1)
     bad("no positive step");
   c.step = m["step"].get<int64_t>();
@@ -201,7 +208,9 @@ CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &
   if (!m.contains("shards") || !m["shards"].is_array())
     bad("no shards");
   const json &shards = m["shards"];
-  if (static_cast<int>(shards.size()) != plan.worldSize)
+  if (shards.empty())
+    bad("no shards");
+  if (!c.reshard && static_cast<int>(shards.size()) != plan.worldSize)
     bad("written by " + std::to_string(shards.size()) + " ranks, this run has " +
         std::to_string(plan.worldSize));
   for (size_t r = 0; r < shards.size(); ++r) {
@@ -303,6 +312,207 @@ uint64_t loadShard(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPla
   return f.size();
 }
 
+namespace {
+
+/// A piece of a whole tensor held by one shard: its record, and where the
+/// record lies in the whole tensor (its extent is the record's shape).
+struct SlicePiece {
+  const MappedFile *file = nullptr;
+  uint64_t dataOffset = 0;
+  const SafetensorsRecord *record = nullptr;
+  std::vector<int64_t> global, start;
+};
+
+/// hpc_slice.<name> of a shard: {"global_shape": [...], "slice": [[a, b], ...]},
+/// checked against the record's shape.
+SlicePiece parseSlice(const std::string &text, const SafetensorsRecord &r,
+                      const std::string &where) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&] {
+    fail(where + ": hpc_slice." + r.name + " is not {global_shape, slice} of its " +
+         shapeString(r.shape) + " record (corrupted?)");
+  };
+  if (!j.is_object() || !j.contains("global_shape") || !j.contains("slice") ||
+      !j["global_shape"].is_array() || !j["slice"].is_array() ||
+      j["global_shape"].size() != r.shape.size() || j["slice"].size() != r.shape.size())
+    bad();
+  SlicePiece p;
+  p.record = &r;
+  for (size_t d = 0; d < r.shape.size(); ++d) {
+    const json &g = j["global_shape"][d], &sl = j["slice"][d];
+    if (!g.is_number_integer() || !sl.is_array() || sl.size() != 2 ||
+        !sl[0].is_number_integer() || !sl[1].is_number_integer())
+      bad();
+    int64_t whole = g.get<int64_t>(), a = sl[0].get<int64_t>(), b = sl[1].get<int64_t>();
+    if (a < 0 || b - a != r.shape[d] || b > whole)
+      bad();
+    p.global.push_back(whole);
+    p.start.push_back(a);
+  }
+  return p;
+}
+
+int64_t numel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Copies the elements where the box of `from` (at fromStart, extent
+/// fromShape) and that of `to` overlap, both row-major in their own
+/// extents; returns how many.
+int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromStart,
+                    const std::vector<int64_t> &fromShape, uint8_t *to,
+                    const std::vector<int64_t> &toStart, const std::vector<int64_t> &toShape,
+                    size_t elem) {
+  size_t rank = toShape.size();
+  if (rank == 0) {
+    memcpy(to, from, elem);
+    return 1;
+  }
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(fromStart[d], toStart[d]);
+    hi[d] = std::min(fromStart[d] + fromShape[d], toStart[d] + toShape[d]);
+    if (hi[d] <= lo[d])
+      return 0;
+  }
+  std::vector<int64_t> fromStride(rank, 1), toStride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    fromStride[d] = fromStride[d + 1] * fromShape[d + 1];
+    toStride[d] = toStride[d + 1] * toShape[d + 1];
+  }
+  int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> at = lo; // the outer dimensions' index, odometer-style
+  int64_t copied = 0;
+  while (true) {
+    int64_t f = 0, t = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      f += (at[d] - fromStart[d]) * fromStride[d];
+      t += (at[d] - toStart[d]) * toStride[d];
+    }
+    memcpy(to + t * elem, from + f * elem, static_cast<size_t>(run) * elem);
+    copied += run;
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++at[d] < hi[d])
+        break;
+      at[d] = lo[d];
+    }
+    if (d == static_cast<size_t>(-1))
+      return copied;
+  }
+}
+
+} // namespace
+
+ReshardReport reshardState(Context &ctx, const CheckpointInfo &ckpt) {
+  // Every shard's records by name: the pieces each holds (mapped, so only
+  // the pages of the overlaps are read).
+  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<SafetensorsFile> parsed;
+  parsed.reserve(ckpt.shards.size());
+  std::map<std::string, std::vector<SlicePiece>> pieces;
+  for (const ShardInfo &s : ckpt.shards) {
+    files.push_back(std::make_unique<MappedFile>(ckpt.dir + "/" + s.file));
+    const MappedFile &f = *files.back();
+    if (f.size() != s.bytes)
+      fail(f.path() + ": " + std::to_string(f.size()) +
+           " bytes, the checkpoint's manifest.json says " + std::to_string(s.bytes) +
+           " (truncated or corrupted)");
+    parsed.push_back(parseSafetensors(f.data(), f.size(), f.path()));
+    const SafetensorsFile &st = parsed.back();
+    auto hash = st.metadata.find("hpc_plan_hash");
+    if (hash == st.metadata.end() || hash->second != ckpt.planHash)
+      fail(f.path() + ": shard of another checkpoint (hpc_plan_hash " +
+           (hash == st.metadata.end() ? std::string("missing") : hash->second) +
+           ", the manifest's is " + ckpt.planHash + ")");
+    for (const SafetensorsRecord &r : st.records) {
+      auto it = st.metadata.find("hpc_slice." + r.name);
+      if (it == st.metadata.end())
+        fail(f.path() + ": no hpc_slice." + r.name + " record (corrupted?)");
+      SlicePiece p = parseSlice(it->second, r, f.path());
+      p.file = &f;
+      p.dataOffset = st.dataOffset;
+      std::vector<SlicePiece> &list = pieces[r.name];
+      // Replicas of one piece (data parallelism): the first one serves.
+      bool seen = false;
+      for (const SlicePiece &q : list)
+        seen |= q.start == p.start;
+      if (!seen)
+        list.push_back(std::move(p));
+    }
+  }
+  ReshardReport report;
+  std::map<std::string, size_t> index;
+  for (const auto &[name, list] : pieces)
+    if (name.rfind("dist.error_feedback.", 0) != 0 && name.rfind("dist.powersgd_state.", 0) != 0) {
+      index[name] = report.names.size();
+      report.names.push_back(name);
+    }
+  report.used.assign((report.names.size() + 63) / 64, 0);
+  for (const StateEntry &e : ctx.stateList()) {
+    Tensor &t = ctx.tensor(e.tensor);
+    if (e.role == "error_feedback") {
+      // A rank's own compression residual: no other plan has its meaning.
+      if (t.bytes)
+        memset(t.data, 0, t.bytes);
+      ++report.reset;
+      continue;
+    }
+    std::vector<int64_t> global, start;
+    ctx.stateSlice(e, global, start);
+    std::string mine = recordText(safetensorsDtype(t.dtype), global);
+    auto it = pieces.find(e.name);
+    if (it == pieces.end())
+      fail(ckpt.dir + ": no state tensor '" + e.name + "' (this program's " + e.role + " " +
+           mine + "): a checkpoint of another model or optimizer cannot be resharded to it");
+    if (auto i = index.find(e.name); i != index.end())
+      report.used[i->second / 64] |= uint64_t(1) << (i->second % 64);
+    if (t.blocked)
+      fail("state '" + e.name + "' is stored in a blocked layout: it cannot be resharded");
+    int64_t covered = 0;
+    for (const SlicePiece &p : it->second) {
+      if (p.record->dtype != t.dtype || p.global != global)
+        fail(ckpt.dir + ": state tensor '" + e.name + "' is " +
+             recordText(p.record->dtypeName, p.global) + " in the checkpoint, this program's is " +
+             mine + " (whole tensors must match to reshard)");
+      covered += copyOverlap(p.file->data() + p.dataOffset + p.record->begin, p.start,
+                             p.record->shape, static_cast<uint8_t *>(t.data), start, t.shape,
+                             dtypeSize(t.dtype));
+    }
+    if (covered != numel(t.shape))
+      fail(ckpt.dir + ": the shards hold " + std::to_string(covered) + " of the " +
+           std::to_string(numel(t.shape)) + " elements of this rank's slice of '" + e.name +
+           "' (corrupted?)");
+    report.copiedBytes += t.bytes;
+  }
+  return report;
+}
+
+std::string unusedStateTensor(const std::vector<std::string> &names,
+                              const std::vector<uint64_t> &used, size_t &count) {
+  size_t words = (names.size() + 63) / 64;
+  std::string first;
+  count = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool read = false;
+    for (size_t r = 0; words && r < used.size() / words; ++r)
+      read |= (used[r * words + i / 64] >> (i % 64)) & 1;
+    if (!read && count++ == 0)
+      first = names[i];
+  }
+  return first;
+}
+
+uint64_t loadState(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPlan &plan,
+                   int rank) {
+  if (!ckpt.reshard)
+    return loadShard(ctx, ckpt, plan, rank);
+  return reshardState(ctx, ckpt).copiedBytes;
+}
+
 //===----------------------------------------------------------------------===//
 // Writing checkpoints
 //===----------------------------------------------------------------------===//
@@ -356,10 +566,12 @@ ShardInfo CheckpointWriter::writeShard(const std::string &tmp, int64_t step, uin
       {"hpc_format_version", std::to_string(kCheckpointFormatVersion)}};
   for (const StateEntry &e : ctx_.stateList()) {
     const Tensor &t = ctx_.tensor(e.tensor);
+    std::vector<int64_t> global, start;
+    ctx_.stateSlice(e, global, start);
     json slice = json::array();
-    for (int64_t d : t.shape)
-      slice.push_back({0, d});
-    meta["hpc_slice." + e.name] = json{{"global_shape", t.shape}, {"slice", slice}}.dump();
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      slice.push_back({start[d], start[d] + t.shape[d]});
+    meta["hpc_slice." + e.name] = json{{"global_shape", global}, {"slice", slice}}.dump();
   }
   std::vector<uint8_t> header = safetensorsHeader(stateEntries(ctx_, false), meta);
   std::vector<Piece> pieces = {{header.data(), header.size()}};

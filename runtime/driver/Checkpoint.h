@@ -5,8 +5,9 @@
 //                       by its state name, this rank's dtype and shape);
 //                       __metadata__ has "hpc_plan_hash", "hpc_step",
 //                       "hpc_rank" and, per record, "hpc_slice.<name>" =
-//                       {"global_shape": [...], "slice": [[start, end], ...]}
-//                       (for now every rank holds whole tensors);
+//                       {"global_shape": [...], "slice": [[start, end], ...]}:
+//                       the part of the whole tensor this rank holds (a
+//                       ZeRO rank's rows; whole when it holds all of it);
 //   manifest.json       format version, plan hash, model, step, the data
 //                       position, the RNG state, and each shard's size and
 //                       hpcrt_hash64 checksum.
@@ -14,8 +15,12 @@
 // renamed to DIR/step-N (DIR fsync-ed), and then DIR/latest ("step-N") is
 // replaced atomically; the newest --ckpt-keep step directories up to N are
 // kept. Nothing else in DIR is touched. The plan hash (hpcrt_hash64 of the
-// program's manifest text) names the layout: a checkpoint of another plan is
-// refused. Also here: `train --save` (params as a plain safetensors file),
+// program's manifest text) names the layout. A checkpoint of another plan of
+// the same model is resharded: each rank assembles its slice of every state
+// tensor from the pieces the shards' hpc_slice records name (any world size,
+// mesh, pipeline split or ZeRO stage; tensor names, dtypes and whole shapes
+// must match); error-feedback state, which is each rank's own residual,
+// starts again from zero. Also here: `train --save` (params as a plain safetensors file),
 // `train --save-onnx` (params in place of the source model's initializers)
 // and `train --init-weights` (params from a safetensors file).
 //
@@ -33,8 +38,9 @@
 
 namespace hpcrt::driver {
 
-/// The checkpoint format version this runtime writes and reads.
-constexpr int kCheckpointFormatVersion = 1;
+/// The checkpoint format version this runtime writes. Version 1 (no true
+/// hpc_slice records) is still read, but only by its own plan.
+constexpr int kCheckpointFormatVersion = 2;
 
 /// hpcrt_hash64 of the manifest text, as 16 hex digits.
 std::string planHash(const char *manifestText);
@@ -60,6 +66,10 @@ struct CheckpointInfo {
   ClipStats clip;           ///< --clip-norm=auto's statistic (optimizer.clip_norm_auto)
   uint64_t rngCounter = 0;
   std::vector<ShardInfo> shards;
+  /// Written by another plan of the same model: loadState reshards it.
+  bool reshard = false;
+  std::string layout;   ///< how its state was split ("mesh dp=4, ZeRO-1")
+  std::string planHash; ///< the plan that wrote it (every shard names it too)
 };
 
 /// What the checkpoints of a run must match.
@@ -76,9 +86,12 @@ struct CheckpointPlan {
 /// ("mesh dp=4, ZeRO-2", "one rank, no ZeRO").
 std::string planLayout(const Context &ctx);
 
-/// Reads DIR/step-N/manifest.json and checks the plan hash (PlanMismatch)
-/// and the world size; with `checkShards`, also every shard's size and
-/// checksum. Throws hpcrt::Error naming the file.
+/// Reads DIR/step-N/manifest.json and checks the plan hash and the world
+/// size; with `checkShards`, also every shard's size and checksum. A
+/// checkpoint of another plan of the same model (manifest "model") comes
+/// back with `reshard` set (any world size); one of another model, or of an
+/// older format that records no slices, is a PlanMismatch. Throws
+/// hpcrt::Error naming the file.
 CheckpointInfo readCheckpoint(const std::string &stepDir, const CheckpointPlan &plan,
                               bool checkShards);
 
@@ -96,6 +109,34 @@ void checkFreshDirectory(const std::string &dir);
 /// checksum, plan hash, names, dtypes and shapes checked). Returns the bytes
 /// it mapped while doing so.
 uint64_t loadShard(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPlan &plan,
+                   int rank);
+
+/// What resharding a checkpoint did on this rank.
+struct ReshardReport {
+  uint64_t copiedBytes = 0; ///< state bytes assembled from the shards
+  size_t reset = 0;         ///< error-feedback tensors started from zero
+  /// The checkpoint's state tensor names (error feedback aside), sorted:
+  /// the same list on every rank.
+  std::vector<std::string> names;
+  /// Bit i of word i/64: this rank read names[i].
+  std::vector<uint64_t> used;
+};
+
+/// The first of `names` that no rank read (`used`: every rank's
+/// ReshardReport::used, concatenated), and how many there are ("" and 0
+/// when every one was read).
+std::string unusedStateTensor(const std::vector<std::string> &names,
+                              const std::vector<uint64_t> &used, size_t &count);
+
+/// Assembles this rank's slice of every state tensor from the pieces of
+/// all of `ckpt`'s shards (their hpc_slice records). A tensor the
+/// checkpoint lacks, or holds with another dtype or whole shape, or whose
+/// pieces do not cover this rank's slice, is an error naming it.
+ReshardReport reshardState(Context &ctx, const CheckpointInfo &ckpt);
+
+/// loadShard for a checkpoint of this plan, reshardState for one of
+/// another; returns the bytes read.
+uint64_t loadState(Context &ctx, const CheckpointInfo &ckpt, const CheckpointPlan &plan,
                    int rank);
 
 /// Writes checkpoints of a run (collective under MPI).

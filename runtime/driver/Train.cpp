@@ -28,6 +28,7 @@
 #include "Metrics.h"
 #include "TrainOptions.h"
 #include "../comm/PeerWait.h"
+#include "../common/Json.h"
 #include "../io/TensorIO.h"
 
 #include <algorithm>
@@ -183,6 +184,8 @@ private:
   int64_t skippedThisRun_ = 0;
   int64_t baseSample_ = 0; ///< the data position after doneStep_
   std::string resumedFrom_;
+  /// The layout a resumed checkpoint was resharded from ("" when its own).
+  std::string resharded_;
   std::string onnxSource_; ///< the model --save-onnx rewrites
   double trainMs_ = 0;
   int64_t stepsRun_ = 0;
@@ -227,6 +230,15 @@ private:
   void dumpOutputs(int64_t step);
   void checkpoint(int64_t step);
   void finish(double wallS);
+  /// The measured step and its parts over the steps of this run from index
+  /// `first` on (medians; the parts mean over the ranks; collective).
+  struct MeasuredProfile {
+    double stepS = 0, computeS = 0, exposedCommS = 0, bubbleS = 0;
+    size_t steps = 0;
+  };
+  MeasuredProfile measureProfile(size_t first);
+  /// --profile-every K: the profile of the last K steps as a metrics line.
+  void profileLine(int64_t step);
 };
 
 int Trainer::run() {
@@ -249,6 +261,11 @@ int Trainer::run() {
   if (root_ && !conservative.empty()) {
     printf("plan: %s (--conservative-plan)\n", conservative.c_str());
     fflush(stdout);
+  }
+  if (root_ && !resharded_.empty() && metrics_) {
+    GuardEvent e{"reshard", "from " + resharded_ + " to " + plan_.layout};
+    e.toStep = doneStep_;
+    metrics_->event(doneStep_, e);
   }
   if (root_ && attempt_ > 0) {
     GuardEvent e{"restart", restartReason().empty() ? "restarted" : restartReason()};
@@ -276,6 +293,8 @@ int Trainer::run() {
         takeSnapshot(s);
       checkpoint(s);
     }
+    if (o_.profileEvery && s % o_.profileEvery == 0)
+      profileLine(s);
     heartbeat_.step(s);
   }
   heartbeat_.done(o_.steps);
@@ -398,10 +417,21 @@ void Trainer::resume() {
     fprintf(stderr, "%s: warning: %s\n", progName.c_str(), w.c_str());
   fflush(stderr);
   chosen = mpi_.broadcast(chosen);
+  ReshardReport r;
   mpi_.step([&] {
     auto t0 = Clock::now();
     CheckpointInfo c = readCheckpoint(chosen, plan_, false);
-    uint64_t bytes = loadShard(*ctx_, c, plan_, mpi_.rank);
+    uint64_t bytes = 0;
+    if (c.reshard) {
+      r = reshardState(*ctx_, c);
+      bytes = r.copiedBytes;
+      resharded_ = c.layout.empty() ? "another plan" : c.layout;
+      if (r.reset)
+        resharded_ += "; its " + std::to_string(r.reset) + " error-feedback tensor" +
+                      (r.reset == 1 ? "" : "s") + " start from zero";
+    } else {
+      bytes = loadShard(*ctx_, c, plan_, mpi_.rank);
+    }
     memory_.transient(bytes);
     loadS_ = msSince(t0) / 1000.0;
     loadBytes_ = bytes;
@@ -411,6 +441,21 @@ void Trainer::resume() {
     skippedSteps_ = c.skippedSteps;
     clip_ = c.clip;
     resumedFrom_ = chosen;
+  });
+  if (resharded_.empty())
+    return;
+  // Every tensor of the checkpoint must have gone somewhere (pipeline
+  // stages each read their own): a leftover means another model or
+  // optimizer, whose state this run would silently drop.
+  std::vector<uint64_t> used = mpi_.allGather(r.used);
+  mpi_.step([&] {
+    size_t count = 0;
+    std::string first = unusedStateTensor(r.names, used, count);
+    if (count)
+      fail(chosen + ": the checkpoint's state tensor '" + first + "'" +
+           (count > 1 ? " (and " + std::to_string(count - 1) + " more)" : "") +
+           " is not in this program: a checkpoint of another model or optimizer cannot be "
+           "resharded to it");
   });
 }
 
@@ -455,6 +500,9 @@ void Trainer::printHeader() const {
     printf("resumed from %s (step %lld, next sample %lld)%s\n", resumedFrom_.c_str(),
            static_cast<long long>(doneStep_), static_cast<long long>(baseSample_),
            o_.initWeights.empty() ? "" : "; --init-weights is not applied on a resume");
+  if (!resharded_.empty())
+    printf("resharded: the checkpoint's state split as %s, this program's as %s\n",
+           resharded_.c_str(), plan_.layout.c_str());
   fflush(stdout);
 }
 
@@ -560,7 +608,7 @@ void Trainer::rollBack(StepReport &r, const std::string &why) {
   } else {
     mpi_.step([&] {
       CheckpointInfo c = readCheckpoint(o_.ckptDir + "/step-" + std::to_string(from), plan_, false);
-      memory_.transient(loadShard(*ctx_, c, plan_, mpi_.rank));
+      memory_.transient(loadState(*ctx_, c, plan_, mpi_.rank));
       skippedSteps_ = c.skippedSteps;
     });
   }
@@ -755,6 +803,50 @@ void Trainer::checkpoint(int64_t step) {
 // The end
 //===----------------------------------------------------------------------===//
 
+Trainer::MeasuredProfile Trainer::measureProfile(size_t first) {
+  auto from = [&](const std::vector<double> &v) {
+    return std::vector<double>(v.begin() + static_cast<long>(std::min(first, v.size())), v.end());
+  };
+  std::vector<uint64_t> parts = mpi_.allGather(
+      {static_cast<uint64_t>(1000.0 * stepJitter(from(exposedCommMs_)).medianMs),
+       static_cast<uint64_t>(1000.0 * stepJitter(from(bubbleMs_)).medianMs)});
+  MeasuredProfile p;
+  for (size_t r = 0; 2 * r + 1 < parts.size(); ++r) {
+    p.exposedCommS += static_cast<double>(parts[2 * r]) / 1e6;
+    p.bubbleS += static_cast<double>(parts[2 * r + 1]) / 1e6;
+  }
+  p.exposedCommS /= static_cast<double>(mpi_.size);
+  p.bubbleS /= static_cast<double>(mpi_.size);
+  Jitter steps = stepJitter(from(stepMs_));
+  p.steps = steps.steps;
+  p.stepS = steps.medianMs / 1000.0;
+  p.computeS = std::max(0.0, p.stepS - p.exposedCommS - p.bubbleS);
+  return p;
+}
+
+void Trainer::profileLine(int64_t step) {
+  // The steps since the last profile line (collective: every rank gets here
+  // at the same step).
+  size_t window = static_cast<size_t>(o_.profileEvery);
+  MeasuredProfile p = measureProfile(stepMs_.size() > window ? stepMs_.size() - window : 0);
+  mpi_.step([&] {
+    if (!root_ || !metrics_)
+      return;
+    JsonLine j;
+    j.add("profile", std::string("true"))
+        .add("step", step)
+        .add("steps", static_cast<int64_t>(p.steps))
+        .add("step_time_s", jsonDouble(p.stepS))
+        .add("compute_s", jsonDouble(p.computeS))
+        .add("exposed_comm_s", jsonDouble(p.exposedCommS))
+        .add("bubble_s", jsonDouble(p.bubbleS))
+        .add("ranks", static_cast<int64_t>(mpi_.size))
+        .add("layout", hpc::json::quoted(plan_.layout))
+        .add("plan_hash", "\"" + plan_.planHash + "\"");
+    metrics_->line(j.text());
+  });
+}
+
 void Trainer::finish(double wallS) {
   if (!o_.save.empty())
     mpi_.step([&] {
@@ -801,18 +893,9 @@ void Trainer::finish(double wallS) {
   // (plan.prediction in --report): the steady steps' median step time and
   // the medians of its parts, mean over the ranks (a pipeline's stages wait
   // unlike each other); compute is what the waits leave.
-  std::vector<uint64_t> parts = mpi_.allGather(
-      {static_cast<uint64_t>(1000.0 * stepJitter(exposedCommMs_).medianMs),
-       static_cast<uint64_t>(1000.0 * stepJitter(bubbleMs_).medianMs)});
-  double exposedCommS = 0, bubbleS = 0;
-  for (size_t r = 0; 2 * r + 1 < parts.size(); ++r) {
-    exposedCommS += static_cast<double>(parts[2 * r]) / 1e6;
-    bubbleS += static_cast<double>(parts[2 * r + 1]) / 1e6;
-  }
-  exposedCommS /= static_cast<double>(mpi_.size);
-  bubbleS /= static_cast<double>(mpi_.size);
-  double stepS = jitter.medianMs / 1000.0;
-  double computeS = std::max(0.0, stepS - exposedCommS - bubbleS);
+  MeasuredProfile measured = measureProfile(0);
+  double stepS = measured.stepS, computeS = measured.computeS;
+  double exposedCommS = measured.exposedCommS, bubbleS = measured.bubbleS;
   double tokensPerS = trainMs_ > 0 ? static_cast<double>(tokensPerStep() * stepsRun_) /
                                          (trainMs_ / 1000.0)
                                    : 0;

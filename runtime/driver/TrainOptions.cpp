@@ -44,6 +44,8 @@ void checkCombinations(const TrainOptions &o, bool haveSteps, bool haveKeep) {
     fail("--dump-outputs DIR and --dump-steps S,... come together");
   if (!o.eval.empty() && !o.eval.files.empty() && !o.eval.tokens.empty())
     fail("--eval-data and --eval-tokens exclude each other");
+  if (o.profileEvery && o.metrics.empty())
+    fail("--profile-every needs --metrics FILE.jsonl (its profile lines go there)");
   if (o.eval.empty() && o.evalEvery)
     fail("--eval-every needs --eval-data NAME=FILE or --eval-tokens FILE");
   if (!o.eval.empty() && !o.evalEvery)
@@ -102,6 +104,8 @@ TrainOptions parseTrainOptions(int argc, char **argv) {
       o.haveSchedule = true;
     } else if (f == "--eval-every") {
       o.evalEvery = parsePositive(f, a.value());
+    } else if (f == "--profile-every") {
+      o.profileEvery = parsePositive(f, a.value());
     } else if (f == "--eval-batches") {
       o.evalBatches = parsePositive(f, a.value());
     } else if (f == "--init-weights") {

@@ -41,6 +41,7 @@ struct TrainOptions {
   LrSchedule schedule;
   int64_t evalEvery = 0;     ///< --eval-every K
   int64_t evalBatches = 1;   ///< --eval-batches K
+  int64_t profileEvery = 0;  ///< --profile-every K: a profile line in the metrics
   std::string initWeights;   ///< --init-weights FILE.safetensors
   std::string dumpDir;       ///< --dump-outputs DIR
   std::vector<int64_t> dumpSteps; ///< --dump-steps 1,20

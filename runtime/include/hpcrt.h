@@ -292,9 +292,10 @@
  *     DIR/step-N/rank-R.safetensors (one record per state tensor named by
  *     its state name; __metadata__: hpc_plan_hash, hpc_step, hpc_rank,
  *     hpc_format_version, hpc_slice.<name> = {"global_shape": [...],
- *     "slice": [[start, end], ...]}) and DIR/step-N/manifest.json
- *     {format_version: 1, plan_hash, model, step, data_position:
- *     {next_sample, step}, rng: {seed_counter: 0}, world_size,
+ *     "slice": [[start, end], ...]}: the part of the whole tensor the rank
+ *     holds) and DIR/step-N/manifest.json
+ *     {format_version: 2, plan_hash, model, step, data_position:
+ *     {next_sample, step}, rng: {seed_counter: 0}, world_size, layout,
  *     state_bytes, shards: [{file, bytes, hash}]}; hash = hpcrt_hash64 of
  *     the shard file, plan_hash = hpcrt_hash64 of hpc_manifest's text
  *     (without "model_path", re-serialized, when it has one: where the
@@ -302,8 +303,12 @@
  *     renamed to DIR/step-N, then DIR/latest ("step-N") replaced
  *     atomically; the newest --ckpt-keep (3) step directories up to N stay.
  *     --resume takes the newest that verifies (skipping corrupt ones with a
- *     warning), --resume-from DIR/step-N that one; another plan hash is
- *     refused. A resumed run continues at N+1 and is bitwise the same run.
+ *     warning), --resume-from DIR/step-N that one. Another plan hash of
+ *     the same manifest "model" is resharded (each rank assembles its
+ *     slices from the shards' hpc_slice pieces; names, dtypes and whole
+ *     shapes must match both ways; error feedback restarts at zero);
+ *     another model is refused. A resumed run continues at N+1 and is
+ *     bitwise the same run (on its own plan).
  *   - --save FILE: the param (and buffer) state tensors, whole, by state
  *     name (no hpc_hash: `run --weights FILE` lays it out for any plan,
  *     above). --save-onnx FILE.onnx: the model at manifest "model_path" (or

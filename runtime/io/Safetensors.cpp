@@ -105,6 +105,14 @@ SafetensorsRecord parseRecord(const std::string &name, const json &v, uint64_t d
   for (const DtypeName &d : kDtypeNames)
     if (r.dtypeName == d.name)
       r.dtype = d.dtype;
+  // The format's other dtypes are kept (dtype 0: a tensor the runtime
+  // cannot use, which is an error only where it is read); a name outside
+  // the format is a malformed file.
+  static const char *const kOtherFormatDtypes[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3",
+                                                  "F6_E3M2", "F4", "C64"};
+  if (!r.dtype && std::none_of(std::begin(kOtherFormatDtypes), std::end(kOtherFormatDtypes),
+                               [&](const char *n) { return r.dtypeName == n; }))
+    fail(where + " has dtype '" + r.dtypeName + "', not a safetensors dtype");
   for (const json &d : v["shape"]) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxTensorBytes)
       fail(where + " has a negative, non-integer or too large dimension");

@@ -190,6 +190,10 @@ NpyLayout parseNpyHeader(const uint8_t *b, size_t size, const std::string &what)
     fail(what + ": not a .npy file (bad magic)");
   int major = b[6];
   size_t headerLen, pos;
+  // numpy writes minor version 0 only, and refuses any other.
+  if (b[7] != 0)
+    fail(what + ": unsupported .npy version " + std::to_string(major) + "." +
+         std::to_string(b[7]));
   if (major == 1) {
     headerLen = b[8] | (static_cast<size_t>(b[9]) << 8);
     pos = 10;

@@ -647,8 +647,10 @@ def mutate_safetensors(rng, original):
 #===----------------------------------------------------------------------===#
 
 # Manifest keys a resume reads, and keys it does not read but that must
-# agree with the rest (a world_size of 2 beside one shard).
-CKPT_CRITICAL = ("format_version", "plan_hash", "shards", "step")
+# agree with the rest (a world_size of 2 beside one shard). A plan_hash of
+# another plan means resharding, which the shards' own hpc_plan_hash then
+# refuses; format_version 1 (no slice records) is still read by its plan.
+CKPT_CRITICAL = ("plan_hash", "shards", "step")
 CKPT_UNREAD = ("format", "state_bytes", "world_size")
 
 
@@ -667,6 +669,9 @@ def manifest_verdict(text, original):
     same = lambda k: m.get(k, None) == o[k] and type(m.get(k)) is type(o[k])
     if not all(same(k) for k in CKPT_CRITICAL):
         return "reject"
+    version = m.get("format_version")
+    if type(version) is not int or version not in (1, o["format_version"]):
+        return "reject"
     # next_sample counts the samples read so far (it does not wrap), so any
     # int64 >= 0 is a position; data_position.step repeats "step" and is
     # not read.
@@ -674,7 +679,7 @@ def manifest_verdict(text, original):
     if not isinstance(pos, dict) or type(pos.get("next_sample")) is not int or \
             not 0 <= pos["next_sample"] <= INT64_MAX:
         return "reject"
-    return "any" if all(same(k) for k in CKPT_UNREAD) else "strict"
+    return "any" if all(same(k) for k in CKPT_UNREAD + ("format_version",)) else "strict"
 
 
 def mutate_manifest(rng, original):

@@ -123,6 +123,11 @@ TEST(Npy, MalformedFilesAreErrors) {
             std::string::npos);
   EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False}").find("no 'shape'"), std::string::npos);
   EXPECT_EQ(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 16), "");
+  // numpy writes and reads minor version 0 only.
+  auto minor = withHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 16);
+  minor[7] = 4;
+  EXPECT_EQ(errorOf([&] { parseNpy(minor.data(), minor.size(), "m.npy"); }),
+            "m.npy: unsupported .npy version 1.4");
 }
 
 TEST(Npy, DataSizeIsExactAndHeaderStrict) {
@@ -297,6 +302,10 @@ TEST(Safetensors, HeaderIsValidated) {
             "s.st: tensor 'a' lies outside the data section (data_offsets end at 32, the "
             "section has 16 bytes; truncated?)");
   EXPECT_EQ(err(R"({"a":[1,2]})"), "s.st: tensor 'a' is not an object");
+  // The format's dtypes the runtime lacks are kept; any other name is an error.
+  EXPECT_EQ(err(R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})"), "");
+  EXPECT_EQ(err(R"({"a":{"dtype":"F32 ","shape":[2],"data_offsets":[0,8]}})"),
+            "s.st: tensor 'a' has dtype 'F32 ', not a safetensors dtype");
   EXPECT_EQ(err(R"([1])"), "s.st: not a safetensors file (header is not a JSON object)");
   std::vector<uint8_t> huge(8, 0xff);
   EXPECT_NE(errorOf([&] { parseSafetensors(huge.data(), huge.size(), "h.st"); })

@@ -426,7 +426,7 @@ def test_checkpoints(env, model, tmp, x, y, ref_steps):
     plan = re.search(r"plan ([0-9a-f]{16})", out).group(1)
     shard = f"{c}/step-50/rank-0.safetensors"
     raw = open(shard, "rb").read()
-    check(man["format_version"] == 1 and man["plan_hash"] == plan and man["step"] == 50
+    check(man["format_version"] == 2 and man["plan_hash"] == plan and man["step"] == 50
           and man["model"] == "fake_train.onnx" and man["data_position"]["next_sample"] == 400
           and man["rng"]["seed_counter"] == 0 and len(man["shards"]) == 1
           and man["shards"][0] == {"file": "rank-0.safetensors", "bytes": len(raw),

@@ -79,6 +79,9 @@ struct ProgramPlan {
     /// at initOffset + (its index over these mesh axes) * rankStride.
     std::vector<int64_t> rankAxes = {};
     int64_t rankStride = 0;
+    /// A sharded variable (dist.state_split): per dimension, the mesh axes
+    /// that split it (major first); empty when every rank holds it whole.
+    std::vector<std::vector<int64_t>> split = {};
   };
   int64_t stateBytes = 0;
   std::vector<StateEntry> stateEntries;
