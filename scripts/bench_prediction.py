@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The cost model's prediction against the measured step, and the searched
+plan against a grid of plans, on this machine (issue 17, points 2 and 5).
+
+    scripts/bench_prediction.py [--ranks 2,4] [--layers 4 --embd 256 ...]
+                                [--cluster-dir DIR] [--workdir DIR]
+
+For each rank count N: `hpc-calibrate --ranks N` measures this machine as
+an N-device cluster (host-N.json, unless --cluster-dir has one); every plan
+of the grid (dp x tp x pp x micro-batches, and ZeRO stages of dp) is
+compiled for a GPT of gen_gpt.py with --cluster=host-N.json --report, so its
+prediction (plan.prediction) is of exactly the plan that runs, trained
+--steps steps under mpirun, and compared with the metrics' measured profile
+(the steady steps' medians; scripts/plan_vs_measured.py's columns). Then
+`--auto-parallel` searches a plan on the same cluster file, which is
+compiled, run and compared with the fastest grid plan. Prints one table row
+per plan, the mean absolute error of the step-time predictions, and the
+searched plan against the grid's best; the numbers go to
+docs/benchmarks.md with the command and the machine.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from mpibench import HPC_OPT, MPIRUN, ROOT, add_gpt_args, gpt_with_tokens, mesh_ranks, run
+from metrics_jsonl import summary_record
+
+PROG = "bench_prediction.py"
+PARTS = ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")
+CALIBRATE = os.path.join(ROOT, "build", "bin", "hpc-calibrate")
+
+# The grid per rank count: (mesh, extra flags). Pipelines run 2 and 4
+# micro-batches; ZeRO stages on plain data parallelism.
+GRID = {
+    2: [("dp=2", []), ("tp=2", []), ("pp=2", ["--micro-batches=2"]),
+        ("pp=2", ["--micro-batches=4"]), ("dp=2", ["--zero=1"]), ("dp=2", ["--zero=3"])],
+    4: [("dp=4", []), ("dp=2,tp=2", []), ("tp=4", []), ("pp=2,dp=2", ["--micro-batches=2"]),
+        ("pp=2,tp=2", ["--micro-batches=2"]), ("pp=4", ["--micro-batches=4"]),
+        ("dp=4", ["--zero=2"])],
+}
+
+
+def cluster_file(a, n):
+    path = os.path.join(a.cluster_dir or a.workdir, f"host-{n}.json")
+    if not os.path.exists(path):
+        run([CALIBRATE, "--ranks", str(n), "-o", path])
+    return path
+
+
+def compile_and_train(a, model, d, name, cluster, flags, ranks):
+    """Compiles the plan of `flags` with its report, trains it; returns the
+    prediction, the measured summary and the plan the report names."""
+    binary, report, metrics = (f"{d}/{name}.bin", f"{d}/{name}.json", f"{d}/{name}.jsonl")
+    run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
+         "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-3",
+         f"--cluster={cluster}", f"--report={report}", *flags, "-o", binary])
+    launch = MPIRUN + ["-n", str(ranks)] if ranks > 1 else []
+    run(launch + [binary, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
+                  f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics", metrics])
+    with open(report) as f:
+        plan = json.load(f)["plan"]
+    return plan["prediction"], summary_record(metrics, PROG), plan
+
+
+def describe(plan):
+    """A searched plan as mesh-like text (stages, their dp/tp, micro-batches)."""
+    s = plan["stages"][0]
+    text = f"pp={plan['num_stages']},dp={s['dp']},tp={s['tp']}"
+    if s.get("zero"):
+        text += f",zero={s['zero']}"
+    return text + f",m={plan['num_micro_batches']}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_gpt_args(ap, layers=4, embd=256, heads=4, vocab=2048, seq=64, batch=8, steps=30)
+    ap.add_argument("--ranks", default="2,4", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--cluster-dir", default=None,
+                    help="where host-N.json are (measured into --workdir when absent)")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench", "prediction"))
+    a = ap.parse_args()
+    for n in a.ranks:
+        if n not in GRID:
+            sys.exit(f"{PROG}: error: --ranks takes {', '.join(map(str, GRID))}, got {n}")
+    os.makedirs(a.workdir, exist_ok=True)
+    model, summary = gpt_with_tokens(a.workdir, a)
+    print(f"model: {summary}; batch {a.batch} x {a.seq} tokens, {a.steps} steps per plan")
+    print(f"{'ranks':>5} {'plan':<28} {'predicted ms':>12} {'measured ms':>11} {'error':>7}"
+          f"   measured compute / exposed comm / bubble ms")
+    for n in a.ranks:
+        cluster = cluster_file(a, n)
+        errors, best = [], None
+        for mesh, extra in GRID[n]:
+            name = f"n{n}-" + (mesh + "".join(extra)).replace("=", "").replace(",", "-") \
+                .replace("--", "-")
+            pred, meas, _ = compile_and_train(a, model, a.workdir, name, cluster,
+                                              [f"--mesh={mesh}", *extra], mesh_ranks(mesh))
+            p, m = 1000 * pred["step_time_s"], 1000 * meas["step_time_s"]
+            err = 100 * (p - m) / m
+            errors.append(abs(err))
+            label = mesh + "".join(" " + e for e in extra)
+            print(f"{n:>5} {label:<28} {p:>12.3f} {m:>11.3f} {err:>+6.1f}%   "
+                  + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:]))
+            if best is None or m < best[1]:
+                best = (label, m)
+        print(f"{n:>5} step-time error over {len(errors)} plans: mean {statistics.mean(errors):.1f}%"
+              f", worst {max(errors):.1f}%")
+        pred, meas, plan = compile_and_train(a, model, a.workdir, f"n{n}-searched", cluster,
+                                             ["--auto-parallel"], n)
+        m = 1000 * meas["step_time_s"]
+        print(f"{n:>5} searched {describe(plan)}: predicted {1000 * pred['step_time_s']:.3f} ms, "
+              f"measured {m:.3f} ms; the grid's fastest, {best[0]}: {best[1]:.3f} ms "
+              f"(searched/best {m / best[1]:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
