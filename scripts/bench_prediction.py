@@ -2,7 +2,7 @@
 """The cost model's prediction against the measured step, and the searched
 plan against a grid of plans, on this machine (issue 17, points 2 and 5).
 
-    scripts/bench_prediction.py [--ranks 2,4] [--layers 4 --embd 256 ...]
+    scripts/bench_prediction.py [--ranks 2,4] [--apply-overlap] [--layers 4 --embd 256 ...]
                                 [--cluster-dir DIR] [--workdir DIR]
 
 For each rank count N: `hpc-calibrate --ranks N` measures this machine as
@@ -46,7 +46,16 @@ def cluster_file(a, n):
     path = os.path.join(a.cluster_dir or a.workdir, f"host-{n}.json")
     if not os.path.exists(path):
         run([CALIBRATE, "--ranks", str(n), "-o", path])
-    return path
+    if not a.apply_overlap:
+        return path
+    # The measured overlap (calibration.overlap.fraction) as the model's.
+    with open(path) as f:
+        c = json.load(f)
+    c["efficiency"]["overlap"] = c["calibration"]["overlap"]["fraction"]
+    applied = os.path.join(a.workdir, f"host-{n}-overlap.json")
+    with open(applied, "w") as f:
+        json.dump(c, f, indent=1)
+    return applied
 
 
 def compile_and_train(a, model, d, name, cluster, flags, ranks):
@@ -80,6 +89,9 @@ def main():
     ap.add_argument("--cluster-dir", default=None,
                     help="where host-N.json are (measured into --workdir when absent)")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench", "prediction"))
+    ap.add_argument("--apply-overlap", action="store_true",
+                    help="plan with the measured overlap (calibration.overlap.fraction) "
+                         "instead of the default efficiency.overlap")
     a = ap.parse_args()
     for n in a.ranks:
         if n not in GRID:

@@ -463,7 +463,7 @@ bool parseCalibration(Reader &r, const llvm::json::Value &v, Calibration &cal) {
   const llvm::json::Object *o = r.object(&v, "calibration");
   if (!o || !r.onlyKeys(*o, "calibration",
                         {"date", "ranks", "threads", "quick", "gemm", "conv",
-                         "memory", "kernel_overhead_us", "collectives"}))
+                         "memory", "kernel_overhead_us", "collectives", "overlap"}))
     return false;
   double overheadUs = 0;
   if (!r.string(*o, "calibration", "date", cal.date, true) ||
@@ -477,6 +477,22 @@ bool parseCalibration(Reader &r, const llvm::json::Value &v, Calibration &cal) {
                 false) ||
       !parseCollectiveRows(r, *o, cal.collectives))
     return false;
+  if (const llvm::json::Value *ov = o->get("overlap")) {
+    const llvm::json::Object *x = r.object(ov, "calibration.overlap");
+    OverlapTiming &t = cal.overlap;
+    const char *where = "calibration.overlap";
+    if (!x || !r.onlyKeys(*x, where, {"bytes", "compute_s", "comm_s", "both_s", "fraction"}) ||
+        !r.integer(*x, where, "bytes", t.bytes) ||
+        !r.number(*x, where, "compute_s", t.computeS, true, 0, true) ||
+        !r.number(*x, where, "comm_s", t.commS, true, 0, true) ||
+        !r.number(*x, where, "both_s", t.bothS, true, 0, true) ||
+        !r.number(*x, where, "fraction", t.fraction, true, 0, false))
+      return false;
+    if (t.fraction > 1)
+      return r.fail(std::string(where) + ".fraction",
+                    "expected a number in [0, 1], got " + r.format(t.fraction));
+    t.present = true;
+  }
   cal.kernelOverhead = overheadUs * kMicro;
   cal.present = true;
   return true;
@@ -707,15 +723,22 @@ llvm::json::Object calibrationToJSON(const Calibration &cal) {
                            {"beta_gbytes_per_s", c.beta / kGB},
                            {"sizes_bytes", llvm::json::Array(c.sizes)},
                            {"seconds", llvm::json::Array(c.seconds)}});
-  return llvm::json::Object{{"date", cal.date},
-                            {"ranks", cal.ranks},
-                            {"threads", cal.threads},
-                            {"quick", cal.quick},
-                            {"gemm", kernels(cal.gemm)},
-                            {"conv", kernels(cal.conv)},
-                            {"memory", std::move(memory)},
-                            {"kernel_overhead_us", cal.kernelOverhead / kMicro},
-                            {"collectives", std::move(collectives)}};
+  llvm::json::Object out{{"date", cal.date},
+                         {"ranks", cal.ranks},
+                         {"threads", cal.threads},
+                         {"quick", cal.quick},
+                         {"gemm", kernels(cal.gemm)},
+                         {"conv", kernels(cal.conv)},
+                         {"memory", std::move(memory)},
+                         {"kernel_overhead_us", cal.kernelOverhead / kMicro},
+                         {"collectives", std::move(collectives)}};
+  if (cal.overlap.present)
+    out["overlap"] = llvm::json::Object{{"bytes", cal.overlap.bytes},
+                                        {"compute_s", cal.overlap.computeS},
+                                        {"comm_s", cal.overlap.commS},
+                                        {"both_s", cal.overlap.bothS},
+                                        {"fraction", cal.overlap.fraction}};
+  return out;
 }
 
 } // namespace

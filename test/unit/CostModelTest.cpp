@@ -226,6 +226,7 @@ ClusterSpec calibratedCluster() {
   CollectiveTiming p2p = ar;
   p2p.kind = "send_recv";
   cal.collectives = {ar, p2p};
+  cal.overlap = {true, 4 << 20, 2e-3, 2.5e-3, 4e-3, 0.25};
   return c;
 }
 
@@ -262,6 +263,12 @@ TEST(ClusterTest, CalibrationRoundTrip) {
   EXPECT_DOUBLE_EQ(cal.collectives[0].alpha, 5e-6);
   EXPECT_DOUBLE_EQ(cal.collectives[0].beta, 2e9);
   EXPECT_EQ(cal.collectives[0].sizes, (std::vector<int64_t>{4096, 65536}));
+  ASSERT_TRUE(cal.overlap.present);
+  EXPECT_EQ(cal.overlap.bytes, 4 << 20);
+  EXPECT_DOUBLE_EQ(cal.overlap.bothS, 4e-3);
+  EXPECT_DOUBLE_EQ(cal.overlap.fraction, 0.25);
+  // Recorded, not applied: the efficiency keeps its own overlap.
+  EXPECT_DOUBLE_EQ(b.efficiency.overlap, a.efficiency.overlap);
   // Printing what was read gives the same text.
   EXPECT_EQ(clusterToJSON(b), text);
   // A file without the section has none, and prints none.

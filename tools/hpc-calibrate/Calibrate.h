@@ -15,6 +15,7 @@
 
 #include "hpc/CostModel/Cluster.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct RunOptions {
 bool measureKernels(const RunOptions &options, cost::Calibration &out,
                     std::string &error);
 
+/// `out`: one f32 GEMM of [size, size] x [size, size] through hpcrt_matmul
+/// on a context of its own (kept alive by the function; a kernel error is
+/// an hpcrt::Error thrown from it). False and a reason when the context
+/// cannot be made.
+bool gemmWorkload(int64_t size, std::function<void()> &out, std::string &error);
+
 /// This process's place in the job: the MPI world grouped into nodes by
 /// host name, or one process without MPI when mpirun did not start it.
 struct World {
@@ -45,6 +52,7 @@ struct World {
   int ranksOnNode = 1;   ///< ranks on rank 0's node
   bool uniform = true;   ///< every node holds ranksOnNode ranks
   std::string host;      ///< rank 0's host name
+  int threadLevel = 0;   ///< the MPI thread level MPI_Init_thread provided
 };
 
 /// Whether mpirun started this process (OMPI_COMM_WORLD_SIZE is set); the
@@ -67,6 +75,16 @@ int firstFailure(const World &world, bool failed);
 /// aborts the job (MPI_Abort), as the runtime's collectives do.
 void measureCollectives(const World &world, const RunOptions &options,
                         std::vector<cost::CollectiveTiming> &out);
+
+/// How much of an all-reduce over the whole world hides under `compute`
+/// (gemmWorkload's GEMMs) when the runtime's communication thread runs it
+/// (comm/CommQueue.h), as a training step's asynchronous collectives do:
+/// the GEMMs alone, the all-reduce alone, then both at once, each the
+/// slowest rank's; the buffer is sized so that the all-reduce alone takes
+/// about as long as the GEMMs. Collective; `out` on every rank. Nothing
+/// with one rank (out.present stays false).
+void measureOverlap(const World &world, const RunOptions &options,
+                    const std::function<void()> &compute, cost::OverlapTiming &out);
 
 } // namespace calibrate
 } // namespace hpc

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -246,6 +247,24 @@ bool hpc::calibrate::measureKernels(const RunOptions &options, cost::Calibration
   try {
     hpcrt::defaultBackend().setThreads(options.threads);
     measureAll(options, out);
+    return true;
+  } catch (const std::exception &e) {
+    error = std::string("a runtime kernel failed: ") + e.what();
+    return false;
+  }
+}
+
+bool hpc::calibrate::gemmWorkload(int64_t size, std::function<void()> &out,
+                                   std::string &error) {
+  try {
+    auto bench = std::make_shared<Bench>(std::vector<TensorDesc>{
+        {HPCRT_F32, {size, size}}, {HPCRT_F32, {size, size}}, {HPCRT_F32, {size, size}}});
+    out = [bench] {
+      const int32_t ids[] = {1, 2, 2, 0, 1}; // result 2; operands 0, 1
+      hpcrt_matmul(bench->ctx(), 0, ids, nullptr, nullptr, nullptr);
+      if (!bench->ctx()->error().empty())
+        hpcrt::fail(bench->ctx()->error());
+    };
     return true;
   } catch (const std::exception &e) {
     error = std::string("a runtime kernel failed: ") + e.what();

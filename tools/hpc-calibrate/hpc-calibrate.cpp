@@ -246,7 +246,11 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
     c.intraNode = c.hasInterNode ? c.interNode : cost::LinkSpec{"none", 1e12, 0};
   if (!c.hasInterNode)
     c.interNode = c.intraNode;
-  // The rates are achieved ones: nothing to scale. overlap is not measured.
+  // The rates are achieved ones: nothing to scale. The measured overlap
+  // stays in the calibration section: applied alone it makes the model's
+  // errors smaller but its choices worse on a machine whose ranks fill the
+  // cores (docs/benchmarks.md, "Predicted vs measured on this machine"),
+  // until tensor parallelism's waits are measured too.
   c.efficiency = cost::calibratedEfficiency();
   c.efficiency.matmul = c.efficiency.memory = 1;
   c.efficiency.network = c.efficiency.networkInter = 1;
@@ -274,6 +278,12 @@ void printSummary(const cost::ClusterSpec &c, const std::string &path) {
   for (const cost::CollectiveTiming &t : cal.collectives)
     printf("  %s %s (%lld ranks): alpha %.2f us, beta %.3f GB/s\n", t.level.c_str(),
            t.kind.c_str(), static_cast<long long>(t.groupSize), t.alpha * 1e6, t.beta * 1e-9);
+  if (cal.overlap.present)
+    printf("  overlap: %.2f (GEMMs %.2f ms, all-reduce of %lld bytes %.2f ms, both at once "
+           "%.2f ms)\n",
+           cal.overlap.fraction, cal.overlap.computeS * 1e3,
+           static_cast<long long>(cal.overlap.bytes), cal.overlap.commS * 1e3,
+           cal.overlap.bothS * 1e3);
   printf("wrote %s\n", path.c_str());
 }
 
@@ -307,6 +317,17 @@ int measureAndWrite(const World &w, const Options &o) {
     return reportError(w.rank == failed,
                        (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
   measureCollectives(w, run, cal.collectives);
+  if (w.mpi && w.size > 1) {
+    // GEMMs of about a millisecond each (256^3 x 2 FLOPs at the rates
+    // measured above).
+    std::function<void()> gemm;
+    ok = gemmWorkload(o.quick ? 128 : 256, gemm, error);
+    failed = firstFailure(w, !ok);
+    if (failed >= 0)
+      return reportError(w.rank == failed,
+                         (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
+    measureOverlap(w, run, gemm, cal.overlap);
+  }
   if (w.rank == 0) {
     cost::ClusterSpec c = buildCluster(w, o, std::move(cal));
     ok = writeCluster(c, o.output, error);

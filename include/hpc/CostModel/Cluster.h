@@ -96,6 +96,17 @@ struct CollectiveTiming {
   std::vector<double> seconds; ///< time per call at each size
 };
 
+/// How much of a collective hides under compute on this machine: a GEMM
+/// loop alone, an all-reduce on the runtime's communication thread alone,
+/// and both at once; fraction = (compute + comm - both) / compute, in
+/// [0, 1] (the cost model's `overlap`).
+struct OverlapTiming {
+  bool present = false;
+  int64_t bytes = 0;          ///< the all-reduce's buffer
+  double computeS = 0, commS = 0, bothS = 0;
+  double fraction = 0;
+};
+
 /// Names of the collective kinds a CollectiveTiming may have.
 const std::vector<std::string> &calibrationCollectiveKinds();
 
@@ -112,6 +123,7 @@ struct Calibration {
   std::vector<MemoryTiming> memory;
   double kernelOverhead = 0;  ///< seconds of a tiny kernel call
   std::vector<CollectiveTiming> collectives;
+  OverlapTiming overlap;      ///< with two or more ranks
 };
 
 /// The factors fitted to Megatron-LM's weak-scaling table (Narayanan et

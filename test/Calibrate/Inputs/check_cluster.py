@@ -93,6 +93,19 @@ def check(c, a):
            "efficiency %s" % e)
     expect(close(e["kernel_overhead_us"], cal["kernel_overhead_us"]), "kernel_overhead_us")
     check_collectives(c, [] if a.levels == "none" else a.levels.split(","))
+    # With two or more ranks, the overlap of a collective on the
+    # communication thread with GEMMs is measured (and recorded only: the
+    # efficiency keeps the default).
+    expect(e["overlap"] == 0.7, "efficiency.overlap %s" % e["overlap"])
+    if a.ranks > 1:
+        o = cal["overlap"]
+        expect(o["bytes"] > 0 and o["compute_s"] > 0 and o["comm_s"] > 0 and o["both_s"] > 0,
+               "overlap %s" % o)
+        expect(0 <= o["fraction"] <= 1, "overlap.fraction %s" % o["fraction"])
+        expect(close(o["fraction"], max(0.0, min(1.0, (o["compute_s"] + o["comm_s"] - o["both_s"])
+                                                   / o["compute_s"]))), "overlap.fraction formula")
+    else:
+        expect("overlap" not in cal, "one rank: overlap not measured")
 
 
 def main():
