@@ -186,6 +186,7 @@ private:
   std::string resumedFrom_;
   /// The layout a resumed checkpoint was resharded from ("" when its own).
   std::string resharded_;
+  size_t reshardReset_ = 0; ///< error-feedback tensors a reshard started from zero
   std::string onnxSource_; ///< the model --save-onnx rewrites
   double trainMs_ = 0;
   int64_t stepsRun_ = 0;
@@ -426,9 +427,7 @@ void Trainer::resume() {
       r = reshardState(*ctx_, c);
       bytes = r.copiedBytes;
       resharded_ = c.layout.empty() ? "another plan" : c.layout;
-      if (r.reset)
-        resharded_ += "; its " + std::to_string(r.reset) + " error-feedback tensor" +
-                      (r.reset == 1 ? "" : "s") + " start from zero";
+      reshardReset_ = r.reset;
     } else {
       bytes = loadShard(*ctx_, c, plan_, mpi_.rank);
     }
@@ -501,8 +500,12 @@ void Trainer::printHeader() const {
            static_cast<long long>(doneStep_), static_cast<long long>(baseSample_),
            o_.initWeights.empty() ? "" : "; --init-weights is not applied on a resume");
   if (!resharded_.empty())
-    printf("resharded: the checkpoint's state split as %s, this program's as %s\n",
-           resharded_.c_str(), plan_.layout.c_str());
+    printf("resharded: the checkpoint's state split as %s, this program's as %s%s\n",
+           resharded_.c_str(), plan_.layout.c_str(),
+           reshardReset_ ? (" (" + std::to_string(reshardReset_) + " error-feedback tensor" +
+                            (reshardReset_ == 1 ? " starts" : "s start") + " from zero)")
+                               .c_str()
+                         : "");
   fflush(stdout);
 }
 
