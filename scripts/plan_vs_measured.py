@@ -12,7 +12,10 @@ medians; the parts mean over the ranks). One table row per part, with the
 error of the prediction relative to the measurement. --max-error: exit 1
 when a step time's error is above PCT percent. --profile: the measurement of
 a profile line (`train --profile-every K`: the last K steps up to STEP, or
-the last such line) instead of the summary. Bad files: one line, exit 1.
+the last such line) instead of the summary. Bad files, and a run of another
+model (its parameter count differs from the report's model.parameters):
+one line, exit 1. A plan for another kind of device than the run's host
+(cluster.device.kind against the metrics' host) is a warning.
 """
 import argparse
 import json
@@ -22,6 +25,21 @@ from metrics_jsonl import profile_record, summary_record
 
 PROG = "plan_vs_measured.py"
 PARTS = ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")
+
+
+def check_same_model(plan_path, report, metrics_path, meas):
+    """One line and exit 1 for a run of another model (the parameter counts
+    differ); a warning when the plan's cluster is another machine kind."""
+    want = report.get("model", {}).get("parameters")
+    got = meas.get("parameters")
+    if isinstance(want, int) and isinstance(got, int) and want != got:
+        sys.exit(f"{PROG}: error: {metrics_path}: a run of another model ({got} parameters; "
+                 f"{plan_path}'s model has {want})")
+    kind = (report.get("cluster") or {}).get("device", {}).get("kind")
+    host = meas.get("host")
+    if kind and host and kind != host:
+        print(f"{PROG}: warning: {plan_path} plans for '{kind}' devices, {metrics_path} ran on "
+              f"'{host}': the prediction is for another machine", file=sys.stderr)
 
 
 def prediction(path):
@@ -36,7 +54,7 @@ def prediction(path):
     if not isinstance(pred, dict) or any(k not in pred for k in PARTS):
         sys.exit(f"{PROG}: error: {path}: no plan.prediction with {', '.join(PARTS)} "
                  "(is it hpc-opt's --report?)")
-    return pred
+    return pred, report
 
 
 def measured(path, profile=None):
@@ -67,7 +85,8 @@ def main():
     worst = 0.0
     print(f"{'plan':<28} {'part':<15} {'predicted ms':>13} {'measured ms':>12} {'error':>8}")
     for plan, metrics in zip(args.files[::2], args.files[1::2]):
-        pred, meas = prediction(plan), measured(metrics, args.profile)
+        (pred, report), meas = prediction(plan), measured(metrics, args.profile)
+        check_same_model(plan, report, metrics, meas)
         for k in PARTS:
             p, m = 1000.0 * float(pred[k]), 1000.0 * float(meas[k])
             e = error_pct(p, m)

@@ -17,10 +17,14 @@
 
 #include "../comm/PeerWait.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 #include <thread>
 
 namespace hpcrt::driver {
@@ -87,6 +91,60 @@ std::string compiledPlanText() {
   for (int k = 0; k < hpc_stage_count; ++k)
     text += hpc_stage_manifests[k];
   return text;
+}
+
+int64_t compiledParameterCount() {
+  std::vector<const char *> manifests = compiledProgram().manifests;
+  if (manifests.empty())
+    manifests = {compiledProgram().manifest};
+  std::set<std::string> seen;
+  int64_t count = 0;
+  for (const char *text : manifests) {
+    nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!m.is_object() || !m.contains("state") || !m["state"].is_array() ||
+        !m.contains("tensors") || !m["tensors"].is_array())
+      continue;
+    std::vector<int64_t> axisSizes;
+    // The manifest was checked when the context read it (mesh.axes[].size).
+    if (m.contains("mesh") && m["mesh"].is_object() && m["mesh"].contains("axes"))
+      for (const auto &a : m["mesh"]["axes"])
+        axisSizes.push_back(a.value("size", int64_t(1)));
+    for (const auto &e : m["state"]) {
+      if (e.value("role", "") != "param" || !seen.insert(e.value("name", "")).second)
+        continue;
+      const auto &shape = m["tensors"].at(e["tensor"].get<size_t>())["shape"];
+      int64_t n = 1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        n *= shape[d].get<int64_t>();
+        // A split dimension holds 1/pieces of the whole on each rank.
+        if (e.contains("split") && d < e["split"].size())
+          for (const auto &a : e["split"][d])
+            n *= a.get<size_t>() < axisSizes.size() ? axisSizes[a.get<size_t>()] : 1;
+      }
+      count += n;
+    }
+  }
+  return count;
+}
+
+std::string hostCpuName() {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f)
+    return "";
+  char line[512];
+  std::string name;
+  while (name.empty() && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0)
+      continue;
+    const char *colon = strchr(line, ':');
+    if (!colon)
+      continue;
+    name = colon + 1;
+    size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t\n");
+    name = b == std::string::npos ? "" : name.substr(b, e - b + 1);
+  }
+  fclose(f);
+  return name;
 }
 
 double parsePeerTimeout(const std::string &flag, const std::string &v) {

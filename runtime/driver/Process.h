@@ -65,6 +65,14 @@ const CompiledProgram &compiledProgram();
 /// stage's manifest in stage order.
 std::string compiledPlanText();
 
+/// The model's parameters (elements of every "param" state tensor, whole,
+/// each name once over the pipeline's stages): what hpc-opt's --report
+/// calls model.parameters.
+int64_t compiledParameterCount();
+
+/// This machine's CPU ("model name" of /proc/cpuinfo; "" when unknown).
+std::string hostCpuName();
+
 /// --peer-timeout's value: seconds, a positive number (fails naming `flag`).
 double parsePeerTimeout(const std::string &flag, const std::string &v);
 /// HPCRT_PEER_TIMEOUT when set (seconds), else comm::kDefaultPeerTimeoutS.

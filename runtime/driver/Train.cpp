@@ -845,7 +845,9 @@ void Trainer::profileLine(int64_t step) {
         .add("bubble_s", jsonDouble(p.bubbleS))
         .add("ranks", static_cast<int64_t>(mpi_.size))
         .add("layout", hpc::json::quoted(plan_.layout))
-        .add("plan_hash", "\"" + plan_.planHash + "\"");
+        .add("plan_hash", "\"" + plan_.planHash + "\"")
+        .add("parameters", compiledParameterCount())
+        .add("host", hpc::json::quoted(hostCpuName()));
     metrics_->line(j.text());
   });
 }
@@ -945,7 +947,9 @@ void Trainer::finish(double wallS) {
           .add("input_bytes", inputBytes(*ctx_))
           .add("data_bytes", dataBytes)
           .add("ranks", static_cast<int64_t>(mpi_.size))
-          .add("plan_hash", "\"" + plan_.planHash + "\"");
+          .add("plan_hash", "\"" + plan_.planHash + "\"")
+          .add("parameters", compiledParameterCount())
+          .add("host", hpc::json::quoted(hostCpuName()));
       if (!comm.empty())
         j.add("bytes_sent_per_step", comm[0]).add("bytes_across_nodes_per_step", acrossNodes);
       metrics_->line(j.text());
