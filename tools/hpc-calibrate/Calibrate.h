@@ -26,6 +26,15 @@ namespace calibrate {
 struct RunOptions {
   bool quick = false; ///< few sizes and repetitions (tests)
   int threads = 1;    ///< kernel threads per rank
+  /// More ranks x threads on this node than it has cores: the ranks take
+  /// turns on them, as a training job's would.
+  bool shared = false;
+  /// When the ranks share the cores under mpirun, a barrier of every rank
+  /// (empty otherwise): each kernel case starts at it, so that the ranks
+  /// measure at once. A rank whose kernel then fails cannot leave the
+  /// others waiting there: it ends the job (abortJob).
+  std::function<void()> sync;
+  std::function<void(const std::string &)> abortJob;
 };
 
 /// Times the runtime's kernels on this rank: GEMMs (f32 and bf16), the
@@ -62,6 +71,11 @@ bool underMpirun(int &worldSize, int &worldRank);
 /// MPI_Init (under mpirun) and the node layout. False and a reason when
 /// MPI fails.
 bool startWorld(World &world, std::string &error);
+/// MPI_Barrier over the world (nothing without MPI).
+void barrier(const World &world);
+/// Prints "hpc-calibrate: error: rank R: `message`" and ends the job
+/// (MPI_Abort), as the runtime's collectives do.
+[[noreturn]] void abortWorld(const World &world, const std::string &message);
 /// MPI_Finalize (when MPI_Init was called).
 void finishWorld(const World &world);
 /// The lowest rank where `failed` is true, or -1 (collective).

@@ -108,6 +108,18 @@ bool hpc::calibrate::startWorld(World &w, std::string &error) {
   }
 }
 
+void hpc::calibrate::barrier(const World &w) {
+  if (w.mpi)
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void hpc::calibrate::abortWorld(const World &w, const std::string &message) {
+  fprintf(stderr, "hpc-calibrate: error: rank %d: %s\n", w.rank, message.c_str());
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort(); // MPI_Abort does not return
+}
+
 void hpc::calibrate::finishWorld(const World &w) {
   if (w.mpi)
     MPI_Finalize();

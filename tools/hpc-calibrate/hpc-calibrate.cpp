@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -264,12 +265,15 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   return c;
 }
 
-void printSummary(const cost::ClusterSpec &c, const std::string &path) {
+void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shared) {
   const cost::Calibration &cal = c.calibration;
   printf("hpc-calibrate: %lld node(s) x %lld rank(s) of %s, %lld thread(s) per rank%s\n",
          static_cast<long long>(c.nodes), static_cast<long long>(c.devicesPerNode),
          c.device.kind.c_str(), static_cast<long long>(cal.threads),
          cal.quick ? " (quick)" : "");
+  if (shared)
+    printf("  the ranks share the cores: each kernel case starts at a barrier, the median "
+           "round counts\n");
   printf("  gemm: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (best); memory %.2f GB/s; "
          "kernel call %.2f us\n",
          c.device.peakFlops[int(cost::DType::FP32)] * 1e-9,
@@ -311,6 +315,12 @@ int measureAndWrite(const World &w, const Options &o) {
                     "devices_per_node is rank 0's node's (%d)\n", w.ranksOnNode);
   cost::Calibration cal;
   RunOptions run{o.quick, o.threads};
+  unsigned cores = std::thread::hardware_concurrency();
+  run.shared = cores > 0 && static_cast<unsigned>(w.ranksOnNode * o.threads) > cores;
+  if (w.mpi && run.shared) {
+    run.sync = [&w] { barrier(w); };
+    run.abortJob = [&w](const std::string &message) { abortWorld(w, message); };
+  }
   ok = measureKernels(run, cal, error);
   int failed = firstFailure(w, !ok);
   if (failed >= 0)
@@ -332,7 +342,7 @@ int measureAndWrite(const World &w, const Options &o) {
     cost::ClusterSpec c = buildCluster(w, o, std::move(cal));
     ok = writeCluster(c, o.output, error);
     if (ok)
-      printSummary(c, o.output);
+      printSummary(c, o.output, run.shared);
   }
   if (firstFailure(w, !ok) >= 0)
     return reportError(w.rank == 0, error);
