@@ -352,13 +352,6 @@ SlicePiece parseSlice(const std::string &text, const SafetensorsRecord &r,
   return p;
 }
 
-int64_t numel(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 /// Copies the elements where the box of `from` (at fromStart, extent
 /// fromShape) and that of `to` overlap, both row-major in their own
 /// extents; returns how many.
@@ -445,6 +438,8 @@ ReshardReport reshardState(Context &ctx, const CheckpointInfo &ckpt) {
     }
   }
   ReshardReport report;
+  // Error feedback (dist-compress names it dist.error_feedback.N and
+  // dist.powersgd_state.N) is each rank's own: a plan need not read it.
   std::map<std::string, size_t> index;
   for (const auto &[name, list] : pieces)
     if (name.rfind("dist.error_feedback.", 0) != 0 && name.rfind("dist.powersgd_state.", 0) != 0) {
@@ -482,9 +477,9 @@ ReshardReport reshardState(Context &ctx, const CheckpointInfo &ckpt) {
                              p.record->shape, static_cast<uint8_t *>(t.data), start, t.shape,
                              dtypeSize(t.dtype));
     }
-    if (covered != numel(t.shape))
+    if (covered != numElements(t.shape))
       fail(ckpt.dir + ": the shards hold " + std::to_string(covered) + " of the " +
-           std::to_string(numel(t.shape)) + " elements of this rank's slice of '" + e.name +
+           std::to_string(numElements(t.shape)) + " elements of this rank's slice of '" + e.name +
            "' (corrupted?)");
     report.copiedBytes += t.bytes;
   }

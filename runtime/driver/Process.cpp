@@ -23,7 +23,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <set>
 #include <thread>
 
@@ -125,26 +124,6 @@ int64_t compiledParameterCount() {
     }
   }
   return count;
-}
-
-std::string hostCpuName() {
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (!f)
-    return "";
-  char line[512];
-  std::string name;
-  while (name.empty() && fgets(line, sizeof line, f)) {
-    if (strncmp(line, "model name", 10) != 0)
-      continue;
-    const char *colon = strchr(line, ':');
-    if (!colon)
-      continue;
-    name = colon + 1;
-    size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t\n");
-    name = b == std::string::npos ? "" : name.substr(b, e - b + 1);
-  }
-  fclose(f);
-  return name;
 }
 
 double parsePeerTimeout(const std::string &flag, const std::string &v) {

@@ -67,11 +67,8 @@ std::string compiledPlanText();
 
 /// The model's parameters (elements of every "param" state tensor, whole,
 /// each name once over the pipeline's stages): what hpc-opt's --report
-/// calls model.parameters.
+/// calls model.parameters. Parses every stage's manifest: call it once.
 int64_t compiledParameterCount();
-
-/// This machine's CPU ("model name" of /proc/cpuinfo; "" when unknown).
-std::string hostCpuName();
 
 /// --peer-timeout's value: seconds, a positive number (fails naming `flag`).
 double parsePeerTimeout(const std::string &flag, const std::string &v);

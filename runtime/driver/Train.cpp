@@ -29,6 +29,7 @@
 #include "TrainOptions.h"
 #include "../comm/PeerWait.h"
 #include "../common/Json.h"
+#include "../common/ProcFiles.h"
 #include "../io/TensorIO.h"
 
 #include <algorithm>
@@ -129,6 +130,8 @@ public:
     plan_.model = ctx.model();
     plan_.worldSize = mpi.size;
     plan_.layout = planLayout(ctx);
+    parameters_ = compiledParameterCount();
+    host_ = hpc::proc::cpuName();
   }
   ~Trainer() { comm::setWaitHook(nullptr); } // the hook refers to this
   Trainer(const Trainer &) = delete;
@@ -144,6 +147,8 @@ private:
   const bool root_;
   const int64_t batch_;
   CheckpointPlan plan_;
+  int64_t parameters_ = 0; ///< the model's (metrics "parameters")
+  std::string host_;       ///< this machine's CPU (metrics "host")
   LrSchedule schedule_;
   Faults faults_;
   Heartbeat heartbeat_;
@@ -846,8 +851,8 @@ void Trainer::profileLine(int64_t step) {
         .add("ranks", static_cast<int64_t>(mpi_.size))
         .add("layout", hpc::json::quoted(plan_.layout))
         .add("plan_hash", "\"" + plan_.planHash + "\"")
-        .add("parameters", compiledParameterCount())
-        .add("host", hpc::json::quoted(hostCpuName()));
+        .add("parameters", parameters_)
+        .add("host", hpc::json::quoted(host_));
     metrics_->line(j.text());
   });
 }
@@ -948,8 +953,8 @@ void Trainer::finish(double wallS) {
           .add("data_bytes", dataBytes)
           .add("ranks", static_cast<int64_t>(mpi_.size))
           .add("plan_hash", "\"" + plan_.planHash + "\"")
-          .add("parameters", compiledParameterCount())
-          .add("host", hpc::json::quoted(hostCpuName()));
+          .add("parameters", parameters_)
+          .add("host", hpc::json::quoted(host_));
       if (!comm.empty())
         j.add("bytes_sent_per_step", comm[0]).add("bytes_across_nodes_per_step", acrossNodes);
       metrics_->line(j.text());

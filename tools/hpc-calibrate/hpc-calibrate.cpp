@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Calibrate.h"
+#include "common/ProcFiles.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
@@ -32,7 +33,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <tuple>
 #include <vector>
 
@@ -181,20 +181,6 @@ bool checkOutput(const std::string &path, std::string &error) {
   return error.empty();
 }
 
-/// The value after "KEY:" on the first line of `file` that starts with KEY.
-std::string procField(const char *file, const char *key) {
-  std::ifstream f(file);
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) {
-      size_t colon = line.find(':');
-      size_t start = line.find_first_not_of(" \t", colon + 1);
-      return colon == std::string::npos || start == std::string::npos ? ""
-                                                                      : line.substr(start);
-    }
-  return "";
-}
-
 std::string utcNow() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -230,10 +216,10 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   c.name = o.name.empty() ? w.host : o.name;
   c.nodes = w.nodes;
   c.devicesPerNode = w.ranksOnNode;
-  c.device.kind = procField("/proc/cpuinfo", "model name");
+  c.device.kind = hpc::proc::cpuName();
   if (c.device.kind.empty())
     c.device.kind = "cpu";
-  double memKiB = std::atof(procField("/proc/meminfo", "MemTotal").c_str());
+  double memKiB = std::atof(hpc::proc::field("/proc/meminfo", "MemTotal").c_str());
   c.device.memoryBytes = std::max(memKiB * 1024.0, kGiB) / w.ranksOnNode;
   c.device.reservedBytes = std::min(kGiB, 0.1 * c.device.memoryBytes);
   c.device.memoryBandwidth = cal.memory.empty() ? 0 : cal.memory.back().bandwidth;
