@@ -9,9 +9,12 @@
 //
 //   ready STEP LOAD_S   set up, the state at STEP (LOAD_S: seconds spent
 //                       loading the checkpoint it resumed, 0 when none)
-//   step STEP           STEP done
-//   ckpt STEP           writing STEP's checkpoint
-//   done STEP           the run finished
+//   step STEP SAVES SAVE_S BYTES   STEP done
+//   ckpt STEP SAVES SAVE_S BYTES   writing STEP's checkpoint
+//   done STEP SAVES SAVE_S BYTES   the run finished
+//
+// SAVES SAVE_S BYTES: the checkpoints this rank has written since it
+// started, the seconds they took and their bytes (hpc-launch's report).
 //
 // Unset, none of this does anything.
 //
@@ -37,15 +40,21 @@ class Heartbeat {
 public:
   Heartbeat();
   void ready(int64_t step, double loadS) { beat("ready " + std::to_string(step) + " " + seconds(loadS)); }
-  void step(int64_t step) { beat("step " + std::to_string(step)); }
-  void checkpoint(int64_t step) { beat("ckpt " + std::to_string(step)); }
-  void done(int64_t step) { beat("done " + std::to_string(step)); }
+  void step(int64_t step) { beat("step " + std::to_string(step) + saves_); }
+  void checkpoint(int64_t step) { beat("ckpt " + std::to_string(step) + saves_); }
+  void done(int64_t step) { beat("done " + std::to_string(step) + saves_); }
+  /// The checkpoints written so far, carried by every later beat.
+  void saved(int64_t count, double seconds, uint64_t bytes) {
+    saves_ = " " + std::to_string(count) + " " + Heartbeat::seconds(seconds) + " " +
+             std::to_string(bytes);
+  }
   /// While this rank waits on a peer: the last line again, newly dated.
   void alive() const;
   bool enabled() const { return !path_.empty(); }
 
 private:
   std::string path_, tmp_;
+  std::string saves_ = " 0 0.000 0";
   void beat(const std::string &line);
   static std::string seconds(double s);
 };

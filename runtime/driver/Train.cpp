@@ -802,6 +802,7 @@ void Trainer::checkpoint(int64_t step) {
   ckptSaveS_ += msSince(t0) / 1000.0;
   ckptSaveBytes_ += bytes;
   ++ckptSaves_;
+  heartbeat_.saved(ckptSaves_, ckptSaveS_, ckptSaveBytes_);
   lastCheckpoint_ = step;
   if (root_)
     progress_->message("checkpoint: " + o_.ckptDir + "/step-" + std::to_string(step));

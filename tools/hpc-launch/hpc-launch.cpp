@@ -259,6 +259,15 @@ bool holdsCheckpoint(const std::string &dir) {
 // Failures and their recovery
 //===----------------------------------------------------------------------===//
 
+/// Checkpoints written: by one rank (its heartbeats), or by the job (the
+/// count and seconds of the slowest rank, since ranks write at once, and
+/// the bytes of all).
+struct Saves {
+  int64_t count = 0;
+  double seconds = 0;
+  uint64_t bytes = 0;
+};
+
 /// One failed attempt, and the recovery of the attempt after it.
 struct Failure {
   int attempt = 0;
@@ -287,25 +296,36 @@ struct Failure {
   }
 };
 
-/// One heartbeat line: `ready STEP LOAD_S`, `step STEP`, `ckpt STEP`, `done STEP`.
+/// One heartbeat line: `ready STEP LOAD_S`, or `step`, `ckpt` or `done`
+/// with `STEP SAVES SAVE_S BYTES` (runtime/driver/Launch.h; a job of
+/// another kind may leave the last three out).
 struct Beat {
   std::string kind;
   int64_t step = -1;
   double loadS = 0;
+  Saves saves; ///< the checkpoints the rank has written in this attempt
 };
 
 /// Reads a heartbeat line; false when it is none of the four.
 bool parseBeat(const std::string &line, Beat &out) {
   char kind[16];
-  long long step = 0;
-  double load = 0;
-  int n = sscanf(line.c_str(), "%15s %lld %lf", kind, &step, &load);
+  long long step = 0, saves = 0;
+  double seconds = 0;
+  unsigned long long bytes = 0;
+  int n = sscanf(line.c_str(), "%15s %lld %lf", kind, &step, &seconds);
   if (n < 2)
     return false;
   out.kind = kind;
   out.step = step;
-  out.loadS = n == 3 ? load : 0;
-  return out.kind == "ready" || out.kind == "step" || out.kind == "ckpt" || out.kind == "done";
+  out.loadS = 0;
+  out.saves = Saves();
+  if (out.kind == "ready") {
+    out.loadS = n == 3 ? seconds : 0;
+    return true;
+  }
+  if (sscanf(line.c_str(), "%*15s %*lld %lld %lf %llu", &saves, &seconds, &bytes) == 3)
+    out.saves = Saves{saves, seconds, bytes};
+  return out.kind == "step" || out.kind == "ckpt" || out.kind == "done";
 }
 
 /// What the launcher knows of one rank of the running attempt.
@@ -395,6 +415,8 @@ public:
   /// Watches the job until it finishes, fails (`failure` says how) or
   /// hpc-launch is told to stop; the job is stopped and reaped on return.
   Outcome watch(Failure &failure);
+  /// The checkpoints the attempt's ranks said they wrote.
+  Saves saves() const;
 
 private:
   /// Waits up to kPollMs for file events in the attempt's directory and
@@ -594,6 +616,16 @@ bool Attempt::earliestExitFailure(int &rank) const {
   return rank >= 0;
 }
 
+Saves Attempt::saves() const {
+  Saves job;
+  for (const RankView &v : ranks_) {
+    job.count = std::max(job.count, v.beat.saves.count);
+    job.seconds = std::max(job.seconds, v.beat.saves.seconds);
+    job.bytes += v.beat.saves.bytes;
+  }
+  return job;
+}
+
 /// A running rank whose last heartbeat (or, before its first, the
 /// attempt's start) is older than the timeout: the one silent longest,
 /// a rank that never beat first.
@@ -759,11 +791,13 @@ private:
   std::vector<std::string> restartArguments(std::string &how) const;
   int finish(int status);
   std::string reportText() const;
+  double saveRate() const;
 
   const Options &o_;
   std::string self_;
   std::string base_; ///< hpc-launch.XXXXXX, removed at exit
   std::vector<Failure> failures_;
+  Saves saves_; ///< over all attempts
   int attempts_ = 0;
   bool finished_ = false;
 };
@@ -867,9 +901,16 @@ int Session::run() {
         return finish(1);
       attempts_ = k + 1;
       outcome = attempt.watch(failure);
+      Saves a = attempt.saves();
+      saves_.count += a.count;
+      saves_.seconds += a.seconds;
+      saves_.bytes += a.bytes;
     }
     if (outcome == Outcome::Finished) {
       finished_ = true;
+      if (saves_.count)
+        fprintf(stderr, "hpc-launch: checkpoints: %lld written in %.2f s (%.1f MB/s)\n",
+                static_cast<long long>(saves_.count), saves_.seconds, saveRate());
       fprintf(stderr, "hpc-launch: finished (attempts: %d, restarts: %d)\n", attempts_,
               attempts_ - 1);
       return finish(0);
@@ -911,7 +952,24 @@ std::string Session::reportText() const {
          ", \"checkpoint_load_s\": " + jsonSeconds(f.ready, f.loadS) +
          ", \"first_step_s\": " + jsonSeconds(f.recovered, f.firstTime - f.readyTime) + "}";
   }
-  return s + "]}\n";
+  int loads = 0;
+  double loadS = 0;
+  for (const Failure &f : failures_)
+    if (f.ready) {
+      ++loads;
+      loadS += f.loadS;
+    }
+  char ckpt[256];
+  snprintf(ckpt, sizeof ckpt,
+           "], \"checkpoints\": {\"saves\": %lld, \"save_s\": %.3f, \"save_bytes\": %llu, "
+           "\"save_mb_per_s\": %.1f, \"loads\": %d, \"load_s\": %.3f}}\n",
+           static_cast<long long>(saves_.count), saves_.seconds,
+           static_cast<unsigned long long>(saves_.bytes), saveRate(), loads, loadS);
+  return s + ckpt;
+}
+
+double Session::saveRate() const {
+  return saves_.seconds > 0 ? static_cast<double>(saves_.bytes) / 1e6 / saves_.seconds : 0;
 }
 
 /// Writes the report (if asked for) and returns `status`, or 1 when the

@@ -1,6 +1,6 @@
 # A fake rank of a training job, for hpc-launch's tests: it keeps the
 # heartbeat contract of docs/launch.md (HPC_HEARTBEAT replaced atomically by
-# `ready STEP LOAD_S`, `step STEP`, `ckpt STEP`, `done STEP`) and fails on
+# `ready STEP LOAD_S`, `step STEP SAVES SAVE_S BYTES`, `ckpt ...`, `done ...`) and fails on
 # request, without MPI or a model, so that a test takes seconds.
 #
 # usage: fake_job.py [--steps N] [--sleep S] [--ckpt-dir DIR] [--ckpt-every K]
@@ -86,14 +86,27 @@ def complete_checkpoints(d):
     return sorted(steps)
 
 
+# The checkpoints this rank wrote in this attempt: count, seconds, bytes.
+saves = [0, 0.0, 0]
+
+
+def saved():
+    return " %d %.3f %d" % tuple(saves)
+
+
 def checkpoint(d, step):
-    beat("ckpt %d" % step)
+    beat("ckpt %d%s" % (step, saved()))
+    t = time.time()
     sd = os.path.join(d, "step-%d" % step)
     os.makedirs(sd, exist_ok=True)
+    text = "%d\n" % step
     with open(os.path.join(sd, "rank-%d" % rank), "w") as f:
-        f.write("%d\n" % step)
+        f.write(text)
     while not all(os.path.exists(os.path.join(sd, "rank-%d" % r)) for r in range(world)):
         time.sleep(0.01)
+    saves[0] += 1
+    saves[1] += time.time() - t
+    saves[2] += len(text)
 
 
 def main():
@@ -137,11 +150,11 @@ def main():
             log(o["log"], "hang rank %d step %d at %.6f" % (rank, step, time.time()))
             while True:
                 time.sleep(1)
-        beat("step %d" % step)
+        beat("step %d%s" % (step, saved()))
         if d and step % o["ckpt-every"] == 0:
             checkpoint(d, step)
-            beat("step %d" % step)
-    beat("done %d" % o["steps"])
+            beat("step %d%s" % (step, saved()))
+    beat("done %d%s" % (o["steps"], saved()))
     print("rank %d: trained steps %d..%d" % (rank, start + 1, o["steps"]), flush=True)
 
 
