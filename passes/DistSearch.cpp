@@ -5,7 +5,8 @@
 // report and attaches the plan to the IR for dist-partition:
 //
 //   func @main attributes {hpc.plan = {cluster = "...", devices = N,
-//       micro_batch = B, num_micro_batches = M, stages = [{first_layer,
+//       micro_batch = B, num_micro_batches = M, step_time_s, compute_s,
+//       exposed_comm_s, bubble_s (the prediction), stages = [{first_layer,
 //       end_layer, first_device, num_devices, dp, tp, sp, ep, zero,
 //       recompute, memory_bytes}, ...], ...}}
 //   every op of @main: {hpc.stage = S : i64, hpc.layer = L : i64}
@@ -98,6 +99,10 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
     std::string error;
     if (!parseClusterSpec(cluster, clusterSpec, error))
       return fail(error);
+    if (!(computeScale > 0) || !(networkScale > 0) || !std::isfinite(computeScale) ||
+        !std::isfinite(networkScale))
+      return fail("compute-scale and network-scale must be positive");
+    scaleClusterSpec(clusterSpec, computeScale, networkScale);
 
     ExtractedModel extracted;
     if (!extractModel(func, extracted, error))
@@ -305,6 +310,9 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
             b.getNamedAttr("dtype",
                            b.getStringAttr(dtypeName(ctx.options.dtype))),
             b.getNamedAttr("step_time_s", b.getF64FloatAttr(plan.stepTime)),
+            b.getNamedAttr("compute_s", b.getF64FloatAttr(plan.compute)),
+            b.getNamedAttr("exposed_comm_s", b.getF64FloatAttr(plan.exposedComm)),
+            b.getNamedAttr("bubble_s", b.getF64FloatAttr(plan.bubble)),
             b.getNamedAttr("stages", b.getArrayAttr(stages)),
         }));
     for (auto [op, layer] : extracted.opLayers) {

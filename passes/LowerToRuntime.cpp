@@ -291,6 +291,10 @@ std::string manifestJson(ModuleOp module, const hpc::ProgramPlan &plan, StringRe
   // How the train step trades compute for activation memory (hpc-autodiff).
   if (auto recompute = module->getAttrOfType<StringAttr>("hpc.recompute"))
     m["recompute"] = recompute.getValue();
+  // The cost model's prediction of this plan's step (the compile flow sets
+  // it with a cluster): the runtime writes it beside what it measures.
+  if (auto prediction = module->getAttrOfType<DictionaryAttr>("hpc.prediction"))
+    m["prediction"] = attributeJson(prediction);
   m["arena_bytes"] = plan.arenaBytes;
   // The weights file's entries by name and offset: the runtime refuses a
   // file whose entries were renamed (the hash covers only the data).

@@ -1093,7 +1093,14 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
     Option<"compareGrid", "compare-grid", "bool", /*default=*/"false",
            "Also run the Megatron-style grid search and report the ratio">,
     Option<"table", "table", "bool", /*default=*/"true",
-           "Print the plan table on stderr">
+           "Print the plan table on stderr">,
+    Option<"computeScale", "compute-scale", "double", /*default=*/"1.0",
+           "Multiply every compute time the cost model predicts on the "
+           "cluster (a recalibration from a measured run: hpc-opt "
+           "--recalibrate)">,
+    Option<"networkScale", "network-scale", "double", /*default=*/"1.0",
+           "Multiply every communication time the cost model predicts on "
+           "the cluster (a recalibration from a measured run)">
   ];
   let dependentDialects = ["hpc::HPCDialect"];
 }

@@ -71,6 +71,19 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "report",
       llvm::cl::desc("With cluster: write the plan and its prediction as JSON here (the "
                      "compile flow only)")};
+  Option<std::string> recalibrate{
+      *this, "recalibrate",
+      llvm::cl::desc("With cluster: a train --metrics file of a run of this model "
+                     "(METRICS.jsonl, or METRICS.jsonl@STEP for the profile line of STEP); "
+                     "the cost model's compute and communication times are scaled so that "
+                     "the plan that ran predicts what it measured, then the plan is made "
+                     "(the compile flow only)")};
+  Option<double> replanThreshold{
+      *this, "replan-threshold",
+      llvm::cl::desc("With recalibrate: compile only when the plan is predicted at least "
+                     "this fraction faster than the measured step; otherwise write nothing "
+                     "(the compile flow only; 0: always compile)"),
+      llvm::cl::init(0.0)};
   Option<bool> conservativePlan{
       *this, "conservative-plan",
       llvm::cl::desc("With train: also emit the stability guard's conservative plan into "

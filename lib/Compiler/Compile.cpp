@@ -10,17 +10,23 @@
 #include "hpc/Compile.h"
 
 #include "hpc/CostModel/Cluster.h"
+#include "hpc/CostModel/ModelExtract.h"
 #include "hpc/Passes.h"
 #include "hpc/PipelineSchedule.h"
+#include "hpc/Recalibrate.h"
 #include "hpc/Recompute.h"
 #include "hpc/Target/Emit.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -157,6 +163,9 @@ hpc::DistSearchOptions searchOptions(const hpc::CompileOptions &options, int64_t
     // A forward program has no state to shard and nothing to recompute.
     so.zeroStages = "0";
     so.recompute = "off";
+  } else if (!so.mesh.empty() && !StringRef(so.mesh).contains("sp=")) {
+    // A given mesh is costed as compiled: sequence parallel only on request.
+    so.mesh += options.sequenceParallel ? ",sp=1" : ",sp=0";
   }
   hpc::matchSearchToStep(so, options);
   if (microBatches > 1 && batch > 0)
@@ -164,23 +173,235 @@ hpc::DistSearchOptions searchOptions(const hpc::CompileOptions &options, int64_t
   return so;
 }
 
+/// The plan dist-search recorded on @main, or null.
+DictionaryAttr searchedPlan(ModuleOp module) {
+  auto main = module.lookupSymbol<FunctionOpInterface>("main");
+  return main ? main->getAttrOfType<DictionaryAttr>("hpc.plan") : nullptr;
+}
+
+/// The plan dist-search recorded, as its `mesh` spec: the degrees and
+/// knobs of the first stage (the compile flow's stages share them), the
+/// stage count and the samples per micro-batch per dp rank.
+std::string planSpec(DictionaryAttr plan) {
+  auto stages = plan.getAs<ArrayAttr>("stages");
+  auto first = stages && !stages.empty() ? dyn_cast<DictionaryAttr>(stages[0]) : nullptr;
+  if (!first)
+    return "";
+  auto integer = [](DictionaryAttr d, StringRef key) {
+    auto a = d.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : int64_t(0);
+  };
+  auto flag = [](DictionaryAttr d, StringRef key) {
+    auto a = d.getAs<BoolAttr>(key);
+    return a && a.getValue() ? 1 : 0;
+  };
+  int64_t dp = std::max<int64_t>(integer(first, "dp"), 1);
+  return llvm::formatv("dp={0},tp={1},pp={2},zero={3},sp={4},recompute={5},mbs={6}", dp,
+                       integer(first, "tp"), int64_t(stages.size()), integer(first, "zero"),
+                       flag(first, "sp"), flag(first, "recompute"),
+                       std::max<int64_t>(integer(plan, "micro_batch") / dp, 1))
+      .str();
+}
+
+/// The cost model's prediction of the plan, for the manifest: the parts of
+/// the step, the cluster and the recalibration's scales it was made with,
+/// and the plan itself (to be costed again by a recalibration).
+DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double networkScale) {
+  Builder b(plan.getContext());
+  SmallVector<NamedAttribute> items;
+  for (const char *key :
+       {"cluster", "step_time_s", "compute_s", "exposed_comm_s", "bubble_s", "schedule"})
+    if (Attribute a = plan.get(key))
+      items.push_back(b.getNamedAttr(key, a));
+  items.push_back(b.getNamedAttr("plan", b.getStringAttr(planSpec(plan))));
+  items.push_back(b.getNamedAttr("compute_scale", b.getF64FloatAttr(computeScale)));
+  items.push_back(b.getNamedAttr("network_scale", b.getF64FloatAttr(networkScale)));
+  return b.getDictionaryAttr(items);
+}
+
+std::string planSchedule(DictionaryAttr plan) {
+  auto a = plan ? plan.getAs<StringAttr>("schedule") : nullptr;
+  return a ? a.str() : "";
+}
+
+double planNumber(DictionaryAttr plan, StringRef key) {
+  auto f = plan ? plan.getAs<FloatAttr>(key) : nullptr;
+  return f ? f.getValueAsDouble() : 0;
+}
+
+/// Adds `sections` to the report dist-search wrote at `path` (rewritten
+/// through a temporary file).
+LogicalResult extendReport(MLIRContext *context, StringRef path, llvm::json::Object sections) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  llvm::Expected<llvm::json::Value> report =
+      buffer ? llvm::json::parse((*buffer)->getBuffer())
+             : llvm::Expected<llvm::json::Value>(llvm::createStringError("unreadable"));
+  if (!report || !report->getAsObject()) {
+    if (!report)
+      llvm::consumeError(report.takeError());
+    return flowError(context, "cannot read back the report " + path.str());
+  }
+  for (auto &kv : sections)
+    (*report->getAsObject())[kv.first] = std::move(kv.second);
+  std::string error;
+  auto output = openOutputFile(path, &error);
+  if (!output)
+    return flowError(context, error);
+  output->os() << llvm::formatv("{0:2}", *report) << "\n";
+  output->keep();
+  return success();
+}
+
+/// --recalibrate's verdict on the searched plan against the measured run:
+/// a line for the log, the report's "recalibration" and "replan" sections,
+/// and whether to compile.
+bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networkScale,
+                 DictionaryAttr plan, std::optional<double> running,
+                 const hpc::CompileOptions &options, const hpc::FlowOptions &flow,
+                 llvm::json::Object &sections) {
+  double measured = run.measured[0], predicted = planNumber(plan, "step_time_s");
+  // Like against like: the running plan costed on the same recalibrated
+  // model (what the fit leaves unexplained then cancels), else what it
+  // measured. The same plan again gains nothing.
+  double baseline = running ? *running : measured;
+  bool samePlan = !run.plan.empty() && run.plan == planSpec(plan) &&
+                  (run.schedule.empty() || run.schedule == planSchedule(plan));
+  double gain = samePlan || !(baseline > 0) ? 0 : 1 - predicted / baseline;
+  bool compile = gain >= options.replanThreshold && !(samePlan && options.replanThreshold > 0);
+  std::string from = run.file + (run.step > 0 ? " at step " + std::to_string(run.step)
+                                              : std::string(" (its summary)"));
+  flow.log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2} "
+                         "(measured {3:f3} ms a step = compute {4:f3} + exposed communication "
+                         "{5:f3} + bubble {6:f3}; the binary predicted {7:f3} ms)",
+                         from, computeScale / run.computeScale,
+                         networkScale / run.networkScale, 1e3 * measured,
+                         1e3 * run.measured[1], 1e3 * run.measured[2], 1e3 * run.measured[3],
+                         1e3 * run.predicted[0])
+               .str());
+  std::string mesh =
+      options.mesh.empty() ? std::string("of one rank") : std::string(options.mesh);
+  std::string verdict =
+      samePlan ? llvm::formatv("the plan (mesh {0}) is the one that ran, predicted {1:f3} ms a "
+                               "step",
+                               mesh, 1e3 * predicted)
+                     .str()
+      : running
+          ? llvm::formatv("the plan (mesh {0}) is predicted {1:f3} ms a step against {2:f3} "
+                          "for the plan that ran, {3:f1}% {4}",
+                          mesh, 1e3 * predicted, 1e3 * *running, 100 * std::abs(gain),
+                          gain >= 0 ? "faster" : "slower")
+                .str()
+          : llvm::formatv("the plan (mesh {0}) is predicted {1:f3} ms a step, {2:f1}% {3} "
+                          "than measured",
+                          mesh, 1e3 * predicted, 100 * std::abs(gain),
+                          gain >= 0 ? "faster" : "slower")
+                .str();
+  if (options.replanThreshold > 0)
+    verdict += compile ? llvm::formatv(": re-planning (replan-threshold {0:f1}%)",
+                                       100 * options.replanThreshold)
+                             .str()
+                       : llvm::formatv(": below replan-threshold {0:f1}%, keeping the "
+                                       "running plan (nothing written)",
+                                       100 * options.replanThreshold)
+                             .str();
+  flow.log(verdict);
+  llvm::json::Object measuredParts, predictedParts;
+  for (int k = 0; k < hpc::kStepParts; ++k) {
+    measuredParts[hpc::kStepPartNames[k]] = run.measured[k];
+    predictedParts[hpc::kStepPartNames[k]] = run.predicted[k];
+  }
+  sections["recalibration"] = llvm::json::Object{
+      {"metrics", run.file},
+      {"step", run.step > 0 ? llvm::json::Value(run.step) : llvm::json::Value(nullptr)},
+      {"host", run.host},
+      {"measured", std::move(measuredParts)},
+      {"predicted_by_the_run", std::move(predictedParts)},
+      {"compute_scale", computeScale},
+      {"network_scale", networkScale}};
+  sections["replan"] = llvm::json::Object{{"measured_step_s", measured},
+                                          {"predicted_step_s", predicted},
+                                          {"running_plan", run.plan},
+                                          {"running_predicted_step_s",
+                                           running ? llvm::json::Value(*running)
+                                                   : llvm::json::Value(nullptr)},
+                                          {"same_plan", samePlan},
+                                          {"gain", gain},
+                                          {"threshold", double(options.replanThreshold)},
+                                          {"mesh", std::string(options.mesh)},
+                                          {"compile", compile}};
+  return compile;
+}
+
 /// With `cluster`: searches the plan (auto-parallel) or evaluates the mesh,
 /// and folds what the plan chose into `options`; `module` may be replaced by
-/// a re-import for the plan's micro-batches.
-LogicalResult plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
-                   hpc::CompileOptions &options, const hpc::FlowOptions &flow) {
+/// a re-import for the plan's micro-batches. With `recalibrate`, first fits
+/// the cost model to the measured run; false (nothing to compile) when the
+/// plan is not enough faster than that run.
+FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
+                     hpc::CompileOptions &options, const hpc::FlowOptions &flow) {
   MLIRContext *context = module.getContext();
+  hpc::cost::ClusterSpec cluster;
+  std::string error;
+  if (!hpc::cost::parseClusterSpec(options.cluster, cluster, error))
+    return flowError(context, error);
+  std::optional<hpc::MeasuredRun> run;
+  double computeScale = 1, networkScale = 1;
+  if (!options.recalibrate.empty()) {
+    run.emplace();
+    if (!hpc::readMeasuredRun(options.recalibrate, *run, error))
+      return flowError(context, error);
+    if (run->cluster != cluster.name)
+      return flowError(context, "recalibrate: the run's binary was planned for the cluster '" +
+                                    run->cluster + "', not '" + cluster.name +
+                                    "': give the cluster it was compiled for");
+    if (!run->host.empty() && run->host != cluster.device.kind && flow.log)
+      flow.log("warning: recalibrate: the run measured on '" + run->host +
+               "', the cluster's devices are '" + cluster.device.kind +
+               "': its times are another machine's");
+    // A run of another model is refused before the search prints its plan.
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    hpc::cost::ExtractedModel extracted;
+    if (main && run->parameters >= 0 && hpc::cost::extractModel(main, extracted, error)) {
+      int64_t params = int64_t(std::llround(extracted.model.params()));
+      if (params != run->parameters)
+        return flowError(context, "recalibrate: " + run->file + " is a run of a model of " +
+                                      std::to_string(run->parameters) +
+                                      " parameters, this one has " + std::to_string(params) +
+                                      ": a profile of another model");
+    }
+    hpc::recalibrationScales(*run, computeScale, networkScale);
+  }
   int64_t microBatches = options.train ? int64_t(options.microBatches) : 1;
+  hpc::DistSearchOptions so = searchOptions(options, moduleBatch(module), microBatches);
+  so.computeScale = computeScale;
+  so.networkScale = networkScale;
+  // The plan that ran, costed on the recalibrated model (quietly, on a copy).
+  std::optional<double> running;
+  if (run && !run->plan.empty()) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    hpc::DistSearchOptions again = so;
+    again.mesh = run->plan;
+    again.report = "";
+    again.table = false;
+    if (!run->schedule.empty())
+      again.schedule = run->schedule;
+    PassManager evaluate(context);
+    evaluate.addPass(hpc::createDistSearch(again));
+    if (failed(evaluate.run(*copy)))
+      return flowError(context, "recalibrate: cannot cost the plan that ran (" + run->plan +
+                                    ") on this model");
+    running = planNumber(searchedPlan(*copy), "step_time_s");
+  }
   PassManager search(context);
-  search.addPass(hpc::createDistSearch(searchOptions(options, moduleBatch(module), microBatches)));
+  search.addPass(hpc::createDistSearch(so));
   if (failed(search.run(module)))
     return failure();
+  DictionaryAttr planAttr = searchedPlan(module);
+  if (!planAttr)
+    return flowError(context, "dist-search left no plan on @main");
+  DictionaryAttr prediction = predictionAttr(planAttr, computeScale, networkScale);
   // The ranks are laid on the cluster's nodes node-major; the runtime checks
   // that it was launched so.
-  hpc::cost::ClusterSpec cluster;
-  std::string clusterError;
-  if (!hpc::cost::parseClusterSpec(options.cluster, cluster, clusterError))
-    return flowError(context, clusterError);
   options.ranksPerNode = cluster.devicesPerNode;
   if (options.autoParallel) {
     FailureOr<std::string> mesh = hpc::planMesh(module);
@@ -208,21 +429,32 @@ LogicalResult plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
       microBatches = hpc::planMicroBatches(module);
   }
   options.microBatches = microBatches;
-  if (microBatches == 1)
-    return success();
-  // The search planned the whole batch; the step is compiled from the model
-  // of one micro-batch.
-  if (!flow.reimport)
-    return flowError(context,
-                     "the plan runs " + std::to_string(microBatches) +
-                         " micro-batches: compile the model imported for one of them "
-                         "(micro-batches=" +
-                         std::to_string(microBatches) + " without cluster)");
-  reimported = flow.reimport(microBatches);
-  if (!reimported)
-    return failure();
-  module = *reimported;
-  return success();
+  if (run) {
+    llvm::json::Object sections;
+    bool compile = judgeReplan(*run, computeScale, networkScale, planAttr, running, options,
+                               flow, sections);
+    if (!options.report.empty() && failed(extendReport(context, options.report,
+                                                       std::move(sections))))
+      return failure();
+    if (!compile)
+      return false;
+  }
+  if (microBatches > 1) {
+    // The search planned the whole batch; the step is compiled from the
+    // model of one micro-batch.
+    if (!flow.reimport)
+      return flowError(context,
+                       "the plan runs " + std::to_string(microBatches) +
+                           " micro-batches: compile the model imported for one of them "
+                           "(micro-batches=" +
+                           std::to_string(microBatches) + " without cluster)");
+    reimported = flow.reimport(microBatches);
+    if (!reimported)
+      return failure();
+    module = *reimported;
+  }
+  module->setAttr("hpc.prediction", prediction);
+  return true;
 }
 
 /// "A, B" of the planned arenas (the program's, or each pipeline stage's),
@@ -294,6 +526,13 @@ bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error
     return fail("auto-parallel searches the plan; mesh gives one: use one of them");
   if (!options.report.empty() && options.cluster.empty())
     return fail("report needs cluster");
+  if (!options.recalibrate.empty() && (options.cluster.empty() || !options.train))
+    return fail("recalibrate needs train and cluster (the cluster the measured run's "
+                "binary was compiled for)");
+  if (!(options.replanThreshold >= 0 && options.replanThreshold < 1))
+    return fail("replan-threshold must be a fraction from 0 to below 1");
+  if (options.replanThreshold > 0 && options.recalibrate.empty())
+    return fail("replan-threshold needs recalibrate (the measured step it compares with)");
   if (options.train && options.loss.empty())
     return fail("train needs loss=cross-entropy:LOGITS,LABELS, mse:OUT,TARGET or output:NAME");
   if (!options.train && (!options.loss.empty() || options.printTrainable ||
@@ -355,8 +594,13 @@ LogicalResult hpc::compileToExecutable(ModuleOp module, const CompileOptions &gi
       options.modelName = llvm::sys::path::filename(file.getFilename().getValue()).str();
 
   OwningOpRef<ModuleOp> reimported;
-  if (!options.cluster.empty() && failed(plan(module, reimported, options, flow)))
-    return failure();
+  if (!options.cluster.empty()) {
+    FailureOr<bool> compile = plan(module, reimported, options, flow);
+    if (failed(compile))
+      return failure();
+    if (!*compile)
+      return success(); // --replan-threshold: the running plan stays
+  }
 
   // The stability guard's conservative plan, compiled from the same step
   // (one program: not yet for pipeline stages).

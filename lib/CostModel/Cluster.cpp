@@ -785,3 +785,14 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)));
   return s;
 }
+
+void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale) {
+  for (double &peak : c.device.peakFlops)
+    peak /= computeScale;
+  c.device.memoryBandwidth /= computeScale;
+  c.efficiency.kernelOverhead *= computeScale;
+  for (LinkSpec *link : {&c.intraNode, &c.interNode}) {
+    link->bandwidth /= networkScale;
+    link->latency *= networkScale;
+  }
+}

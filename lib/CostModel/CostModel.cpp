@@ -205,8 +205,10 @@ const char *hpc::cost::stageConfigProblem(const CostContext &ctx,
   if (cfg.zero > 0 && cfg.dp == 1)
     return "ZeRO needs dp > 1";
   bool experts = false;
+  double params = 0;
   for (const LayerRun &r : runs) {
     const Layer &l = ctx.model->layers[r.layer];
+    params += l.params() * double(r.count);
     if (l.tpDivisor > 0 && l.tpDivisor % cfg.tp)
       return "tp does not divide the layer's split dimensions";
     if (l.numExperts > 0) {
@@ -217,6 +219,11 @@ const char *hpc::cost::stageConfigProblem(const CostContext &ctx,
   }
   if (cfg.ep > 1 && !experts)
     return "ep > 1 without expert layers";
+  // A pipeline stage of no weights (a model's loss alone) does no work
+  // worth a stage of its own, and the compiler cuts stages after ONNX
+  // nodes, which such a stage may not have.
+  if (params == 0 && ctx.model->params() > 0)
+    return "the stage holds no parameters";
   return nullptr;
 }
 

@@ -492,6 +492,17 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
         fail("manifest: \"ranks_per_node\" is not a positive rank count");
       ranksPerNode_ = pit->get<int64_t>();
     }
+    auto prit = m.find("prediction");
+    if (prit != m.end()) {
+      if (!prit->is_object())
+        fail("manifest: \"prediction\" is not an object");
+      for (const char *key : {"step_time_s", "compute_s", "exposed_comm_s", "bubble_s"}) {
+        auto v = prit->find(key);
+        if (v == prit->end() || !v->is_number() || !(v->get<double>() >= 0))
+          fail(std::string("manifest: \"prediction\" has no ") + key + " >= 0");
+      }
+      prediction_ = prit->dump();
+    }
 
     ops_ = opsOf(m);
   } catch (const json::exception &e) {

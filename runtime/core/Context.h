@@ -245,6 +245,9 @@ public:
   /// The ranks per node the compiler laid the mesh on, node-major (ranks
   /// [k*P, (k+1)*P) on node k; 0: not known).
   int64_t ranksPerNode() const { return ranksPerNode_; }
+  /// The compiler's prediction of this plan's step (hpc-opt --cluster: the
+  /// manifest's "prediction", as compact JSON), or "" when it made none.
+  const std::string &prediction() const { return prediction_; }
   /// Ranks in a group over these mesh axes (indices).
   uint64_t ranksOver(const std::vector<int64_t> &axes) const;
   size_t numTensors() const { return tensors_.size(); }
@@ -413,6 +416,7 @@ private:
   int64_t bytesAcrossNodes_ = -1;
   int64_t zeroStage_ = 0;
   int64_t ranksPerNode_ = 0;
+  std::string prediction_;
   bool isTrainStep_ = false;
   hpcrt::TrainInfo train_;
   uint64_t stateBytes_ = 0;

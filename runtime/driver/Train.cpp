@@ -854,6 +854,8 @@ void Trainer::profileLine(int64_t step) {
         .add("plan_hash", "\"" + plan_.planHash + "\"")
         .add("parameters", parameters_)
         .add("host", hpc::json::quoted(host_));
+    if (!ctx_->prediction().empty())
+      j.add("predicted", ctx_->prediction());
     metrics_->line(j.text());
   });
 }
@@ -956,6 +958,8 @@ void Trainer::finish(double wallS) {
           .add("plan_hash", "\"" + plan_.planHash + "\"")
           .add("parameters", parameters_)
           .add("host", hpc::json::quoted(host_));
+      if (!ctx_->prediction().empty())
+        j.add("predicted", ctx_->prediction());
       if (!comm.empty())
         j.add("bytes_sent_per_step", comm[0]).add("bytes_across_nodes_per_step", acrossNodes);
       metrics_->line(j.text());

@@ -4,7 +4,7 @@
 // RUN: hpc-opt %S/Inputs/mlp.mlir --dist-search="cluster=dgx-a100-80g:1 global-batch=8 mesh=dp=1,tp=2,pp=4,zero=0,sp=0,recompute=0,mbs=2 table=0" | FileCheck %s --check-prefix=PP
 
 // ONE-LABEL: func.func @main
-// ONE-SAME: hpc.plan = {cluster = "dgx-a100-80g:1", devices = 8 : i64, devices_per_stage = 8 : i64, dtype = "bf16", global_batch = 8 : i64
+// ONE-SAME: hpc.plan = {bubble_s = 0.000000e+00 : f64, cluster = "dgx-a100-80g:1", compute_s = {{[0-9.eE+-]+}} : f64, devices = 8 : i64, devices_per_stage = 8 : i64, dtype = "bf16", exposed_comm_s = {{[0-9.eE+-]+}} : f64, global_batch = 8 : i64
 // ONE-SAME: num_layers = 5 : i64
 // ONE-SAME: schedule = "1f1b"
 // ONE-SAME: stages = [{dp = 8 : i64, end_layer = 5 : i64, ep = 1 : i64, first_device = 0 : i64, first_layer = 0 : i64, memory_bytes = {{[0-9]+}} : i64, num_devices = 8 : i64, recompute = {{true|false}}, sp = false, stage = 0 : i64, tp = 1 : i64, zero = {{[0-3]}} : i64}]

@@ -151,6 +151,22 @@ static llvm::cl::opt<std::string> reportFile(
     "report", llvm::cl::desc("Write the plan and its prediction as JSON here"),
     llvm::cl::init(""), llvm::cl::cat(searchCategory));
 
+static llvm::cl::opt<std::string> recalibrateFlag(
+    "recalibrate",
+    llvm::cl::desc("With --train, --cluster and -o: a `train --metrics` file of a run of this "
+                   "model (METRICS.jsonl, or METRICS.jsonl@STEP for the --profile-every line "
+                   "of STEP); the cost model is scaled so that the plan that ran predicts "
+                   "what it measured, then the plan is searched (--auto-parallel) or "
+                   "evaluated (--mesh) on it"),
+    llvm::cl::init(""), llvm::cl::cat(searchCategory));
+
+static llvm::cl::opt<double> replanThresholdFlag(
+    "replan-threshold",
+    llvm::cl::desc("With --recalibrate: write the binary only when the plan is predicted at "
+                   "least this fraction faster than the measured step (0.1: 10%); otherwise "
+                   "say so and write nothing"),
+    llvm::cl::init(0.0), llvm::cl::cat(searchCategory));
+
 static llvm::cl::opt<int64_t> globalBatch(
     "global-batch", llvm::cl::desc("Samples per optimizer step for the plan"),
     llvm::cl::init(0), llvm::cl::cat(searchCategory));
@@ -408,6 +424,8 @@ static void commandLineOptions(hpc::CompileOptions &options) {
   trainOptions(options);
   options.autoParallel = autoParallel;
   options.report = reportFile;
+  options.recalibrate = recalibrateFlag;
+  options.replanThreshold = replanThresholdFlag;
   options.conservativePlan = !noConservativePlanFlag;
 }
 
@@ -756,6 +774,15 @@ int main(int argc, char **argv) {
     return userError("--auto-parallel searches the plan; --mesh gives one: use one of them");
   if ((!reportFile.empty() || globalBatch) && clusterSpec.empty())
     return userError("--report and --global-batch need --cluster");
+  if (!recalibrateFlag.empty() && (!trainFlag || clusterSpec.empty() || emit == "mlir"))
+    return userError("--recalibrate plans a train step again from a measured run: it needs "
+                     "--train, --cluster (the one the run's binary was compiled for) and -o");
+  if (!(replanThresholdFlag >= 0 && replanThresholdFlag < 1))
+    return userError("--replan-threshold must be a fraction from 0 to below 1 (0.1: 10% "
+                     "faster), not " + std::to_string(replanThresholdFlag));
+  if (replanThresholdFlag > 0 && recalibrateFlag.empty())
+    return userError("--replan-threshold needs --recalibrate (the measured step it compares "
+                     "with)");
   if (!clusterSpec.empty() && emit != "mlir" && globalBatch)
     return userError("--global-batch applies to a reported plan; a compiled one runs the "
                      "input's batch (set it with --input-shape)");

@@ -172,6 +172,13 @@ bool parseClusterSpec(const std::string &spec, ClusterSpec &out,
 /// The cluster in the JSON format clusterFromJSON reads.
 std::string clusterToJSON(const ClusterSpec &c);
 
+/// A recalibration from a measured run (hpc-opt --recalibrate): every
+/// compute time the model predicts on `c` becomes `computeScale` times as
+/// long (the peaks and memory bandwidth divided, the kernel overhead
+/// multiplied) and every communication time `networkScale` times (both
+/// levels' bandwidths divided, latencies multiplied). Both scales > 0.
+void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale);
+
 } // namespace cost
 } // namespace hpc
 
