@@ -14,7 +14,10 @@
 #ifndef HPC_TOOLS_HPC_LAUNCH_LAUNCH_H
 #define HPC_TOOLS_HPC_LAUNCH_LAUNCH_H
 
+#include <sys/types.h>
+
 #include <string>
+#include <vector>
 
 namespace hpc::launch {
 
@@ -54,6 +57,14 @@ std::string describeSignal(int signum);
 /// Resolves `program` as execvp would (a name without '/' is looked up on
 /// PATH); false and strerror's text in `error` when it cannot be run.
 bool findExecutable(const std::string &program, std::string &error);
+
+/// Starts `command` (execvp) as a child in a process group of its own,
+/// with stdin from /dev/null, that gets `deathSignal` should hpc-launch
+/// die, and with its stdout on stderr when `stdoutToStderr`. Returns its
+/// pid (the group's id), or -1 with errno set when fork fails; a command
+/// that cannot be run exits 127 after an error line.
+pid_t startInGroup(const std::vector<std::string> &command, int deathSignal,
+                   bool stdoutToStderr);
 
 /// The rank wrapper: `hpc-launch --rank-wrapper --dir D --attempt K
 /// [--restart-reason TEXT] -- PROGRAM ARGS...`, with argv the arguments

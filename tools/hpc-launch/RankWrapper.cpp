@@ -85,6 +85,39 @@ bool ExitRecord::parse(const std::string &line, ExitRecord &out) {
   return true;
 }
 
+pid_t startInGroup(const std::vector<std::string> &command, int deathSignal,
+                   bool stdoutToStderr) {
+  std::vector<char *> argv;
+  for (const std::string &a : command)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  fflush(nullptr);
+  pid_t self = getpid();
+  pid_t pid = fork();
+  if (pid != 0) {
+    if (pid > 0)
+      setpgid(pid, pid); // also here: no race with a kill of the group
+    return pid;
+  }
+  // A group of its own, so that a kill of the group ends whatever it
+  // started, and it reads no terminal (a background group that read one
+  // would be stopped); told to stop should hpc-launch die.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, deathSignal);
+  if (getppid() != self)
+    _exit(128 + deathSignal);
+  int null = open("/dev/null", O_RDONLY);
+  if (null >= 0)
+    dup2(null, STDIN_FILENO);
+  if (stdoutToStderr)
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+  execvp(argv[0], argv.data());
+  std::string line = "hpc-launch: error: cannot run " + command[0] + ": " + strerror(errno) + "\n";
+  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  _exit(127);
+}
+
 bool findExecutable(const std::string &program, std::string &error) {
   if (program.empty()) {
     error = strerror(ENOENT);

@@ -11,7 +11,10 @@
 // newest checkpoint of its --ckpt-dir: torchrun's restart loop for mpirun
 // jobs. Each recovery is timed from the failure to the first step of the
 // new attempt on every rank, split into detecting and stopping, restarting
-// and loading, and the first step; --report writes it all as JSON.
+// and loading, and the first step; --report writes it all as JSON. With
+// --replan-every, the job's profiles go to the compiler, and a plan it
+// predicts faster replaces PROGRAM at a checkpoint: the job is stopped and
+// resumed on it (Replan.h).
 //
 // Plain C++17 and POSIX (Linux: prctl, inotify); no MLIR, no runtime.
 // docs/launch.md is the user's description of all of this.
@@ -19,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Launch.h"
+#include "Replan.h"
 #include "common/Json.h"
 
 #include <dirent.h>
@@ -41,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,7 +55,8 @@ namespace {
 
 constexpr const char *kUsage =
     "usage: hpc-launch -n N [--max-restarts K] [--heartbeat-timeout S] [--launcher CMD]\n"
-    "                  [--report FILE.json] [mpirun options] -- PROGRAM ARGS...\n"
+    "                  [--report FILE.json] [--replan-every K --replan-compile CMD\n"
+    "                  [--replan-threshold F]] [mpirun options] -- PROGRAM ARGS...\n"
     "\n"
     "Runs PROGRAM ARGS... on N ranks under mpirun and watches every rank (how its\n"
     "program ends, and its heartbeat file). When a rank fails or hangs, stops the\n"
@@ -62,7 +68,16 @@ constexpr const char *kUsage =
     "  --heartbeat-timeout S  seconds without a heartbeat after which a rank is hung\n"
     "                         (default 300)\n"
     "  --launcher CMD         the launcher command, split on whitespace (default mpirun)\n"
-    "  --report FILE.json     write the attempts, failures and recovery times\n"
+    "  --report FILE.json     write the attempts, failures, recovery times and re-plans\n"
+    "  --replan-every K       re-plan during training: the job profiles every K steps\n"
+    "                         (--profile-every K is added to ARGS); each profile goes to\n"
+    "                         the compiler, and a plan it predicts faster replaces\n"
+    "                         PROGRAM at the job's next checkpoint (ARGS need --metrics\n"
+    "                         FILE and --ckpt-dir DIR; plans go to DIR/replan)\n"
+    "  --replan-compile CMD   the compiler command of the job's model without plan flags,\n"
+    "                         split on whitespace (hpc-opt MODEL --train ... --cluster=C)\n"
+    "  --replan-threshold F   the predicted gain (a fraction in (0,1), default 0.1)\n"
+    "                         below which the running plan is kept\n"
     "  --help                 this text\n"
     "\n"
     "Every other option before `--` (--oversubscribe, -x VAR, --bind-to none, ...)\n"
@@ -96,6 +111,10 @@ struct Options {
   std::vector<std::string> passed;  ///< options for the launcher
   std::vector<std::string> program; ///< PROGRAM ARGS...
   bool help = false;
+  int replanEvery = 0; ///< 0: no re-planning
+  double replanThreshold = 0.1;
+  bool replanThresholdGiven = false;
+  std::vector<std::string> replanCompile; ///< empty: not given
 };
 
 /// The words of `text`, split on whitespace.
@@ -144,6 +163,29 @@ bool parseSeconds(const std::string &flag, const std::string &value, double &out
   return true;
 }
 
+/// A fraction strictly between 0 and 1.
+bool parseFraction(const std::string &flag, const std::string &value, double &out,
+                   std::string &error) {
+  char *end = nullptr;
+  errno = 0;
+  double f = strtod(value.c_str(), &end);
+  if (value.empty() || *end || errno || !(f > 0 && f < 1)) {
+    error = flag + ": expected a fraction between 0 and 1, got '" + value + "'";
+    return false;
+  }
+  out = f;
+  return true;
+}
+
+/// A command line split on whitespace (no quoting), not empty.
+bool parseCommand(const std::string &flag, const std::string &value,
+                  std::vector<std::string> &out, std::string &error) {
+  out = splitWords(value);
+  if (out.empty())
+    error = flag + ": expected a command, got '" + value + "'";
+  return !out.empty();
+}
+
 /// Sets the value of one of hpc-launch's own flags.
 bool setOption(Options &o, const std::string &flag, const std::string &value, std::string &error) {
   if (flag == "-n")
@@ -152,12 +194,16 @@ bool setOption(Options &o, const std::string &flag, const std::string &value, st
     return parseInteger(flag, value, 0, 1 << 20, o.maxRestarts, error);
   if (flag == "--heartbeat-timeout")
     return parseSeconds(flag, value, o.heartbeatTimeout, error);
-  if (flag == "--launcher") {
-    o.launcher = splitWords(value);
-    if (o.launcher.empty())
-      error = "--launcher: expected a command, got '" + value + "'";
-    return !o.launcher.empty();
+  if (flag == "--launcher")
+    return parseCommand(flag, value, o.launcher, error);
+  if (flag == "--replan-every")
+    return parseInteger(flag, value, 1, INT_MAX, o.replanEvery, error);
+  if (flag == "--replan-threshold") {
+    o.replanThresholdGiven = true;
+    return parseFraction(flag, value, o.replanThreshold, error);
   }
+  if (flag == "--replan-compile")
+    return parseCommand(flag, value, o.replanCompile, error);
   if (value.empty()) {
     error = flag + ": expected a file name";
     return false;
@@ -166,10 +212,56 @@ bool setOption(Options &o, const std::string &flag, const std::string &value, st
   return true;
 }
 
+/// Whether `args` hold `flag`, alone or as `flag=VALUE`; `value` gets the
+/// value where there is one.
+bool hasFlag(const std::vector<std::string> &args, const std::string &flag,
+             std::string *value = nullptr) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      if (value && i + 1 < args.size())
+        *value = args[i + 1];
+      return true;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      if (value)
+        *value = args[i].substr(flag.size() + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Checks --replan-every against the other flags and the job's arguments,
+/// and has the job profile every K steps (unless ARGS say how often).
+bool checkReplanning(Options &o, std::string &error) {
+  if (!o.replanEvery) {
+    if (o.replanThresholdGiven)
+      error = "--replan-threshold needs --replan-every";
+    else if (!o.replanCompile.empty())
+      error = "--replan-compile needs --replan-every";
+    return error.empty();
+  }
+  std::string metrics, ckptDir;
+  if (!hasFlag(o.program, "--metrics", &metrics) || metrics.empty())
+    error = "--replan-every needs the job's --metrics FILE";
+  else if (!hasFlag(o.program, "--ckpt-dir", &ckptDir) || ckptDir.empty())
+    error = "--replan-every needs the job's --ckpt-dir DIR";
+  else if (o.replanCompile.empty())
+    error = "--replan-every needs --replan-compile CMD (the compiler command of the job's model)";
+  if (!error.empty())
+    return false;
+  if (!hasFlag(o.program, "--profile-every")) {
+    o.program.push_back("--profile-every");
+    o.program.push_back(std::to_string(o.replanEvery));
+  }
+  return true;
+}
+
 /// Reads the flags; false and a one-line reason for a bad one.
 bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
-  static const char *const kOwn[] = {"-n", "--max-restarts", "--heartbeat-timeout", "--launcher",
-                                     "--report"};
+  static const char *const kOwn[] = {
+      "-n",           "--max-restarts",   "--heartbeat-timeout", "--launcher",
+      "--report",     "--replan-every",   "--replan-compile",    "--replan-threshold"};
   bool separator = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -211,49 +303,12 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
     error = "missing '--' before the program (hpc-launch -n N [options] -- PROGRAM ARGS...)";
   else if (o.program.empty())
     error = "no program after '--'";
-  return error.empty();
-}
-
-/// Whether `args` hold `flag`, alone or as `flag=VALUE`; `value` gets the
-/// value where there is one.
-bool hasFlag(const std::vector<std::string> &args, const std::string &flag,
-             std::string *value = nullptr) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag) {
-      if (value && i + 1 < args.size())
-        *value = args[i + 1];
-      return true;
-    }
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      if (value)
-        *value = args[i].substr(flag.size() + 1);
-      return true;
-    }
-  }
-  return false;
+  return error.empty() && checkReplanning(o, error);
 }
 
 /// Whether the checkpoint directory holds a `step-N` directory (what the
 /// program's --resume continues from).
-bool holdsCheckpoint(const std::string &dir) {
-  DIR *d = opendir(dir.c_str());
-  if (!d)
-    return false;
-  bool found = false;
-  while (dirent *e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name.size() <= 5 || name.compare(0, 5, "step-") != 0 ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos)
-      continue;
-    struct stat st;
-    if (stat((dir + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      found = true;
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
+bool holdsCheckpoint(const std::string &dir) { return highestStepDirectory(dir) >= 0; }
 
 //===----------------------------------------------------------------------===//
 // Failures and their recovery
@@ -323,7 +378,7 @@ bool parseBeat(const std::string &line, Beat &out) {
     out.loadS = n == 3 ? seconds : 0;
     return true;
   }
-  if (sscanf(line.c_str(), "%*15s %*lld %lld %lf %llu", &saves, &seconds, &bytes) == 3)
+  if (sscanf(line.c_str(), "%*15s %*s %lld %lf %llu", &saves, &seconds, &bytes) == 3)
     out.saves = Saves{saves, seconds, bytes};
   return out.kind == "step" || out.kind == "ckpt" || out.kind == "done";
 }
@@ -395,16 +450,18 @@ void killChildren() {
 // One attempt
 //===----------------------------------------------------------------------===//
 
-enum class Outcome { Finished, Failed, Interrupted };
+/// How an attempt ended; Switched: stopped to continue on a new plan.
+enum class Outcome { Finished, Failed, Interrupted, Switched };
 
 /// One run of the job: started, watched, stopped.
 class Attempt {
 public:
   /// `recovering`: the failure this attempt recovers from (null for the
-  /// first), whose recovery times it fills in.
-  Attempt(const Options &o, std::string dir, Failure *recovering)
-      : o_(o), dir_(std::move(dir)), recovering_(recovering), ranks_(static_cast<size_t>(o.ranks)) {
-  }
+  /// first and after a switch), whose recovery times it fills in;
+  /// `replanner`: with --replan-every, else null.
+  Attempt(const Options &o, std::string dir, Failure *recovering, Replanner *replanner)
+      : o_(o), dir_(std::move(dir)), recovering_(recovering), replanner_(replanner),
+        ranks_(static_cast<size_t>(o.ranks)) {}
   ~Attempt() {
     if (inotify_ >= 0)
       close(inotify_);
@@ -412,8 +469,9 @@ public:
 
   /// Starts `command` in a process group of its own; false after an error line.
   bool start(const std::vector<std::string> &command);
-  /// Watches the job until it finishes, fails (`failure` says how) or
-  /// hpc-launch is told to stop; the job is stopped and reaped on return.
+  /// Watches the job until it finishes, fails (`failure` says how), is to
+  /// switch to a new plan or hpc-launch is told to stop; the job is
+  /// stopped and reaped on return.
   Outcome watch(Failure &failure);
   /// The checkpoints the attempt's ranks said they wrote.
   Saves saves() const;
@@ -432,6 +490,11 @@ private:
   void checkRecovered();
   bool earliestExitFailure(int &rank) const;
   bool findHang(Failure &failure);
+  /// Each rank's checkpoints written, and whether a rank finished training
+  /// (what the replanner's switch waits for).
+  std::vector<int64_t> rankSaves() const;
+  bool anyRankDone() const;
+  bool allRanksDone() const;
   bool reapChildren();
   double stop(int signum);
   void blameExit(Failure &failure, int rank);
@@ -439,6 +502,7 @@ private:
   const Options &o_;
   std::string dir_;
   Failure *recovering_;
+  Replanner *replanner_;
   std::vector<RankView> ranks_;
   pid_t pid_ = -1; ///< the launcher, leader of the job's process group
   bool launcherDone_ = false;
@@ -456,37 +520,13 @@ bool Attempt::start(const std::vector<std::string> &command) {
     close(inotify_);
     inotify_ = -1; // polling alone still works
   }
-  std::vector<char *> argv;
-  for (const std::string &a : command)
-    argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  fflush(nullptr);
   startTime_ = realtimeNow();
-  pid_t self = getpid();
-  pid_ = fork();
+  // Should hpc-launch itself be killed, the launcher is told to stop.
+  pid_ = startInGroup(command, SIGTERM, /*stdoutToStderr=*/false);
   if (pid_ < 0) {
     printError("cannot start " + command[0] + ": " + strerror(errno));
     return false;
   }
-  if (pid_ == 0) {
-    // The job reads no terminal: a process group in the background that
-    // read one would be stopped (SIGTTIN).
-    setpgid(0, 0);
-    // Should hpc-launch itself be killed, the launcher is told to stop.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != self)
-      _exit(128 + SIGTERM);
-    int null = open("/dev/null", O_RDONLY);
-    if (null >= 0)
-      dup2(null, STDIN_FILENO);
-    execvp(argv[0], argv.data());
-    std::string line =
-        "hpc-launch: error: cannot run " + command[0] + ": " + strerror(errno) + "\n";
-    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
-    _exit(127);
-  }
-  setpgid(pid_, pid_);
   return true;
 }
 
@@ -561,7 +601,7 @@ void Attempt::scanAll() {
 /// past the ready step. A `ready` replaced before it could be read reads
 /// as set up at the first beat seen (its load time unknown: 0).
 void Attempt::noteBeat(RankView &v, double time) {
-  if (!recovering_)
+  if (!recovering_ && !(replanner_ && replanner_->timingSwitch()))
     return;
   if (!v.ready) {
     v.ready = true;
@@ -579,12 +619,19 @@ void Attempt::noteBeat(RankView &v, double time) {
 /// Completes the recovery's times when every rank is set up, and when every
 /// rank has stepped (then prints them).
 void Attempt::checkRecovered() {
-  Failure *f = recovering_;
-  if (!f || f->recovered)
-    return;
   auto all = [&](bool RankView::*mark) {
     return std::all_of(ranks_.begin(), ranks_.end(), [&](const RankView &v) { return v.*mark; });
   };
+  // After a switch: its cost ends with every rank's first step.
+  if (!recovering_ && replanner_ && replanner_->timingSwitch() && all(&RankView::stepped)) {
+    double first = 0;
+    for (const RankView &v : ranks_)
+      first = std::max(first, v.steppedTime);
+    replanner_->switchTimed(first);
+  }
+  Failure *f = recovering_;
+  if (!f || f->recovered)
+    return;
   if (!f->ready && all(&RankView::ready)) {
     f->ready = true;
     for (const RankView &v : ranks_) {
@@ -614,6 +661,23 @@ bool Attempt::earliestExitFailure(int &rank) const {
       rank = r;
   }
   return rank >= 0;
+}
+
+std::vector<int64_t> Attempt::rankSaves() const {
+  std::vector<int64_t> counts;
+  for (const RankView &v : ranks_)
+    counts.push_back(v.beat.saves.count);
+  return counts;
+}
+
+bool Attempt::allRanksDone() const {
+  return std::all_of(ranks_.begin(), ranks_.end(),
+                     [](const RankView &v) { return v.beat.kind == "done"; });
+}
+
+bool Attempt::anyRankDone() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const RankView &v) { return v.beat.kind == "done"; });
 }
 
 Saves Attempt::saves() const {
@@ -668,8 +732,9 @@ bool Attempt::findHang(Failure &failure) {
   return true;
 }
 
-/// Reaps every child that ended (the launcher, and orphans of the job
-/// hpc-launch inherited); true once the launcher has ended.
+/// Reaps every child that ended (the launcher, the compiler of a re-plan,
+/// and orphans of the job hpc-launch inherited); true once the launcher
+/// has ended.
 bool Attempt::reapChildren() {
   for (;;) {
     int status = 0;
@@ -679,6 +744,8 @@ bool Attempt::reapChildren() {
         launcherDone_ = true;
         launcherStatus_ = status;
         launcherTime_ = realtimeNow();
+      } else if (replanner_) {
+        replanner_->reaped(p, status);
       }
       continue;
     }
@@ -689,8 +756,12 @@ bool Attempt::reapChildren() {
 
 /// Ends the job: `signum` (unless 0) to the launcher's process group, up to
 /// kStopGraceS for it and every process it left to end, then SIGKILL to
-/// them. Returns when all are reaped.
+/// them. Returns when all are reaped. A compile of a re-plan is killed
+/// first: it is no part of the job, and would hold up the wait for no
+/// children.
 double Attempt::stop(int signum) {
+  if (replanner_)
+    replanner_->stopCompile();
   if (signum)
     kill(-pid_, signum);
   double deadline = realtimeNow() + kStopGraceS;
@@ -725,7 +796,8 @@ Outcome Attempt::watch(Failure &failure) {
     }
     waitForEvents();
     double now = realtimeNow();
-    if (now - lastScan >= kPollMs * 1e-3) {
+    bool scanned = now - lastScan >= kPollMs * 1e-3;
+    if (scanned) {
       scanAll();
       lastScan = now;
     }
@@ -754,6 +826,16 @@ Outcome Attempt::watch(Failure &failure) {
       failure.downTime = stop(SIGTERM);
       return Outcome::Failed;
     }
+    if (scanned && replanner_ && replanner_->poll(rankSaves(), anyRankDone())) {
+      replanner_->switchStarting(realtimeNow());
+      stop(SIGTERM);
+      scanAll(); // the checkpoints it wrote while it was being stopped
+      // It may have finished while it was being stopped: then it is done.
+      if (allRanksDone() ||
+          (launcherDone_ && WIFEXITED(launcherStatus_) && WEXITSTATUS(launcherStatus_) == 0))
+        return Outcome::Finished;
+      return Outcome::Switched;
+    }
   }
 }
 
@@ -773,10 +855,20 @@ std::string jsonSeconds(bool known, double s) {
   return buf;
 }
 
-/// The whole run: the attempts, the failures between them, the report.
+/// A number for the report, or null.
+std::string jsonNumber(bool known, double v) {
+  if (!known)
+    return "null";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+/// The whole run: the attempts, the failures and switches between them,
+/// the report.
 class Session {
 public:
-  explicit Session(const Options &o) : o_(o) {}
+  explicit Session(const Options &o) : o_(o), program_(o.program) {}
   ~Session() {
     if (!base_.empty())
       nftw(base_.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
@@ -789,17 +881,30 @@ private:
   std::vector<std::string> command(int attempt, const std::string &dir,
                                    const std::vector<std::string> &args) const;
   std::vector<std::string> restartArguments(std::string &how) const;
+  std::vector<std::string> switchPlan();
+  int finished();
   int finish(int status);
   std::string reportText() const;
+  std::string replansText() const;
   double saveRate() const;
+  int switches() const { return replanner_ ? replanner_->switches() : 0; }
+  /// The restarts after failures (the attempts after the first that are
+  /// not switches).
+  int restarts() const { return std::max(attempts_ - 1 - switches(), 0); }
 
   const Options &o_;
   std::string self_;
   std::string base_; ///< hpc-launch.XXXXXX, removed at exit
+  /// PROGRAM ARGS... as a restart runs them: PROGRAM is the newest plan
+  /// switched to.
+  std::vector<std::string> program_;
+  std::string restartReason_; ///< the next attempt's --restart-reason
+  std::unique_ptr<Replanner> replanner_; ///< with --replan-every
   std::vector<Failure> failures_;
   Saves saves_; ///< over all attempts
   int attempts_ = 0;
   bool finished_ = false;
+  double startTime_ = 0; ///< when the first attempt started
 };
 
 bool Session::prepare() {
@@ -811,7 +916,10 @@ bool Session::prepare() {
   }
   self_.assign(path, static_cast<size_t>(n));
   std::string why;
-  for (const std::string &p : {o_.launcher[0], o_.program[0]})
+  std::vector<std::string> programs{o_.launcher[0], o_.program[0]};
+  if (o_.replanEvery)
+    programs.push_back(o_.replanCompile[0]);
+  for (const std::string &p : programs)
     if (!findExecutable(p, why)) {
       printError("cannot run " + p + ": " + why);
       return false;
@@ -828,6 +936,17 @@ bool Session::prepare() {
   // Orphans of the job (ranks whose mpirun died) become hpc-launch's
   // children, so that stop() can end and reap them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (o_.replanEvery) {
+    ReplanOptions r;
+    r.compile = o_.replanCompile;
+    r.threshold = o_.replanThreshold;
+    hasFlag(o_.program, "--metrics", &r.metrics);
+    hasFlag(o_.program, "--ckpt-dir", &r.ckptDir);
+    std::string steps;
+    if (hasFlag(o_.program, "--steps", &steps))
+      r.lastStep = strtoll(steps.c_str(), nullptr, 10);
+    replanner_ = std::make_unique<Replanner>(std::move(r));
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = noteSignal;
@@ -840,7 +959,7 @@ bool Session::prepare() {
 /// PROGRAM ARGS... of a restart: with --resume where the program has a
 /// checkpoint to continue from. `how` says how the restart begins.
 std::vector<std::string> Session::restartArguments(std::string &how) const {
-  std::vector<std::string> args = o_.program;
+  std::vector<std::string> args = program_;
   std::string ckptDir;
   bool hasCkptDir = hasFlag(args, "--ckpt-dir", &ckptDir);
   if (hasFlag(args, "--resume")) {
@@ -858,6 +977,29 @@ std::vector<std::string> Session::restartArguments(std::string &how) const {
   return args;
 }
 
+/// Says that the job switches to the plan it was stopped for, and returns
+/// PROGRAM ARGS... of the next attempt: the plan's binary in PROGRAM's
+/// place, continuing from the newest checkpoint (--resume, also in place
+/// of a --resume-from, which names an older one). Later restarts keep them.
+std::vector<std::string> Session::switchPlan() {
+  const Replan &r = replanner_->switched();
+  std::string why = r.prediction();
+  fprintf(stderr, "hpc-launch: switching to the new plan at step %lld%s\n",
+          static_cast<long long>(r.switchedAt), why.empty() ? "" : (" (" + why + ")").c_str());
+  restartReason_ = "re-planned at step " + std::to_string(r.step);
+  std::vector<std::string> args{r.binary};
+  for (size_t i = 1; i < program_.size(); ++i) {
+    if (program_[i] == "--resume-from")
+      ++i;
+    else if (program_[i].rfind("--resume-from=", 0) != 0)
+      args.push_back(program_[i]);
+  }
+  if (!hasFlag(args, "--resume"))
+    args.push_back("--resume");
+  program_ = args;
+  return args;
+}
+
 /// LAUNCHER... -n N [passed] SELF --rank-wrapper --dir D --attempt K
 /// [--restart-reason TEXT] -- ARGS, ARGS being PROGRAM ARGS... as this
 /// attempt runs them.
@@ -872,7 +1014,7 @@ std::vector<std::string> Session::command(int attempt, const std::string &dir,
     cmd.push_back(a);
   if (attempt > 0) {
     cmd.push_back("--restart-reason");
-    cmd.push_back(failures_.back().reason());
+    cmd.push_back(restartReason_);
   }
   cmd.push_back("--");
   cmd.insert(cmd.end(), args.begin(), args.end());
@@ -882,10 +1024,12 @@ std::vector<std::string> Session::command(int attempt, const std::string &dir,
 int Session::run() {
   if (!prepare())
     return 1;
+  startTime_ = realtimeNow();
   if (o_.maxRestarts > 0 && !hasFlag(o_.program, "--ckpt-dir"))
     fprintf(stderr, "hpc-launch: warning: no --ckpt-dir in the job's arguments: a restart "
                     "starts it over\n");
-  std::vector<std::string> args = o_.program;
+  std::vector<std::string> args = program_;
+  Failure *recovering = nullptr;
   for (int k = 0;; ++k) {
     std::string dir = base_ + "/attempt-" + std::to_string(k);
     if (mkdir(dir.c_str(), 0755) != 0) {
@@ -895,8 +1039,10 @@ int Session::run() {
     Failure failure;
     failure.attempt = k;
     Outcome outcome;
+    if (replanner_)
+      replanner_->beginAttempt(hasFlag(args, "--resume") || hasFlag(args, "--resume-from"));
     {
-      Attempt attempt(o_, dir, failures_.empty() ? nullptr : &failures_.back());
+      Attempt attempt(o_, dir, recovering, replanner_.get());
       if (!attempt.start(command(k, dir, args)))
         return finish(1);
       attempts_ = k + 1;
@@ -906,20 +1052,24 @@ int Session::run() {
       saves_.seconds += a.seconds;
       saves_.bytes += a.bytes;
     }
-    if (outcome == Outcome::Finished) {
-      finished_ = true;
-      if (saves_.count)
-        fprintf(stderr, "hpc-launch: checkpoints: %lld written in %.2f s (%.1f MB/s)\n",
-                static_cast<long long>(saves_.count), saves_.seconds, saveRate());
-      fprintf(stderr, "hpc-launch: finished (attempts: %d, restarts: %d)\n", attempts_,
-              attempts_ - 1);
-      return finish(0);
+    recovering = nullptr;
+    if (outcome == Outcome::Switched && !gSignal) {
+      args = switchPlan();
+      continue;
     }
+    if (replanner_)
+      replanner_->endAttempt();
+    if (outcome == Outcome::Switched) // and told to stop meanwhile
+      break;
+    if (outcome == Outcome::Finished)
+      return finished();
     if (outcome == Outcome::Interrupted)
       break;
     failures_.push_back(failure);
+    recovering = &failures_.back();
+    restartReason_ = failure.reason();
     fprintf(stderr, "hpc-launch: %s (attempt %d)\n", failure.failedLine().c_str(), k);
-    if (k >= o_.maxRestarts) {
+    if (static_cast<int>(failures_.size()) > o_.maxRestarts) {
       printError(failure.failedLine() + "; no restarts left (--max-restarts " +
                  std::to_string(o_.maxRestarts) + ")");
       return finish(1);
@@ -928,18 +1078,34 @@ int Session::run() {
       break;
     std::string how;
     args = restartArguments(how);
+    // Switches are not restarts: they add to the attempts allowed.
     fprintf(stderr, "hpc-launch: restarting %s (attempt %d of at most %d)\n", how.c_str(), k + 1,
-            o_.maxRestarts + 1);
+            o_.maxRestarts + 1 + switches());
   }
   fprintf(stderr, "hpc-launch: stopped the job on %s (attempt %d)\n",
           describeSignal(gSignal).c_str(), attempts_ - 1);
   return finish(128 + gSignal);
 }
 
+/// The lines of a job that finished; exit status 0 (unless the report
+/// cannot be written).
+int Session::finished() {
+  finished_ = true;
+  if (saves_.count)
+    fprintf(stderr, "hpc-launch: checkpoints: %lld written in %.2f s (%.1f MB/s)\n",
+            static_cast<long long>(saves_.count), saves_.seconds, saveRate());
+  if (switches())
+    fprintf(stderr, "hpc-launch: re-planned %d times\n", switches());
+  fprintf(stderr, "hpc-launch: finished (attempts: %d, restarts: %d)\n", attempts_, restarts());
+  return finish(0);
+}
+
 std::string Session::reportText() const {
   std::string s = "{\"attempts\": " + std::to_string(attempts_) +
-                  ", \"restarts\": " + std::to_string(std::max(attempts_ - 1, 0)) +
-                  ", \"finished\": " + (finished_ ? "true" : "false") + ", \"failures\": [";
+                  ", \"restarts\": " + std::to_string(restarts()) +
+                  ", \"finished\": " + (finished_ ? "true" : "false") +
+                  ", \"wall_s\": " + jsonSeconds(startTime_ > 0, realtimeNow() - startTime_) +
+                  ", \"failures\": [";
   for (size_t i = 0; i < failures_.size(); ++i) {
     const Failure &f = failures_[i];
     s += std::string(i ? ", " : "") + "{\"attempt\": " + std::to_string(f.attempt) +
@@ -959,13 +1125,33 @@ std::string Session::reportText() const {
       ++loads;
       loadS += f.loadS;
     }
+  s += "], \"replans\": " + replansText();
   char ckpt[256];
   snprintf(ckpt, sizeof ckpt,
-           "], \"checkpoints\": {\"saves\": %lld, \"save_s\": %.3f, \"save_bytes\": %llu, "
+           ", \"checkpoints\": {\"saves\": %lld, \"save_s\": %.3f, \"save_bytes\": %llu, "
            "\"save_mb_per_s\": %.1f, \"loads\": %d, \"load_s\": %.3f}}\n",
            static_cast<long long>(saves_.count), saves_.seconds,
            static_cast<unsigned long long>(saves_.bytes), saveRate(), loads, loadS);
   return s + ckpt;
+}
+
+/// The report's "replans": one object per compile.
+std::string Session::replansText() const {
+  std::string s = "[";
+  const std::vector<Replan> none;
+  const std::vector<Replan> &replans = replanner_ ? replanner_->replans() : none;
+  for (size_t i = 0; i < replans.size(); ++i) {
+    const Replan &r = replans[i];
+    s += std::string(i ? ", " : "") + "{\"step\": " + std::to_string(r.step) +
+         ", \"status\": " + hpc::json::quoted(r.status) +
+         ", \"binary\": " + (r.binary.empty() ? "null" : hpc::json::quoted(r.binary)) +
+         ", \"measured_step_s\": " + jsonNumber(r.hasMeasured, r.measuredS) +
+         ", \"predicted_step_s\": " + jsonNumber(r.hasPredicted, r.predictedS) +
+         ", \"switched_at_step\": " +
+         (r.switchedAt >= 0 ? std::to_string(r.switchedAt) : std::string("null")) +
+         ", \"compile_s\": " + jsonSeconds(true, r.compileS) + "}";
+  }
+  return s + "]";
 }
 
 double Session::saveRate() const {

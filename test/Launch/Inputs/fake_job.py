@@ -6,11 +6,13 @@
 # usage: fake_job.py [--steps N] [--sleep S] [--ckpt-dir DIR] [--ckpt-every K]
 #                    [--resume] [--load S] [--log FILE]
 #                    [--kill R:S] [--exit R:S] [--hang R:S] [--no-beat R]
-#                    [--every-attempt]
+#                    [--every-attempt] [--metrics FILE] [--profile-every K]
+#                    [--plan-name NAME]
 #
 # Checkpoints mimic the runtime's: after step S (a multiple of K) every rank
 # writes DIR/step-S/rank-R and waits until every rank has (a checkpoint is
-# collective); --resume continues from the newest complete one (an error
+# collective), then rank 0 replaces DIR/latest ("step-S", as the runtime
+# does); --resume continues from the newest complete one (an error
 # when there is none), and a fresh run refuses a DIR that holds step-N
 # directories (the ranks wait for each other at the start, so that every
 # rank checks before any writes a checkpoint). --load sleeps that long
@@ -20,7 +22,11 @@
 # rank R never beats and sleeps forever. Faults fire in attempt 0 only
 # (HPC_ATTEMPT), in every attempt with --every-attempt.
 # --log FILE gets one line per rank and attempt at its start (and one at a
-# hang), appended: what the rank saw of hpc-launch.
+# hang), appended: what the rank saw of hpc-launch, and --plan-name (the
+# plan it runs: "original" unless a re-planned "binary" says otherwise).
+# --metrics FILE: rank 0 writes a line per step and, with --profile-every
+# K, a profile line after each K-th step (after its checkpoint, as the
+# runtime does); the file is appended to on --resume, else truncated.
 import os
 import signal
 import sys
@@ -54,7 +60,8 @@ def log(path, line):
 def parse(argv):
     o = {"steps": 20, "sleep": 0.05, "ckpt-dir": None, "ckpt-every": 5, "resume": False,
          "load": 0.0, "log": None, "kill": None, "exit": None, "hang": None,
-         "no-beat": None, "every-attempt": False}
+         "no-beat": None, "every-attempt": False, "metrics": None, "profile-every": 0,
+         "plan-name": "original"}
     i = 0
     while i < len(argv):
         name = argv[i][2:]
@@ -67,7 +74,7 @@ def parse(argv):
         value = argv[i + 1]
         if name in ("kill", "exit", "hang"):
             value = tuple(int(x) for x in value.split(":"))
-        elif name in ("steps", "ckpt-every", "no-beat"):
+        elif name in ("steps", "ckpt-every", "no-beat", "profile-every"):
             value = int(value)
         elif name in ("sleep", "load"):
             value = float(value)
@@ -104,6 +111,10 @@ def checkpoint(d, step):
         f.write(text)
     while not all(os.path.exists(os.path.join(sd, "rank-%d" % r)) for r in range(world)):
         time.sleep(0.01)
+    if rank == 0:
+        with open(os.path.join(d, ".latest.tmp"), "w") as f:
+            f.write("step-%d" % step)
+        os.rename(os.path.join(d, ".latest.tmp"), os.path.join(d, "latest"))
     saves[0] += 1
     saves[1] += time.time() - t
     saves[2] += len(text)
@@ -133,12 +144,16 @@ def main():
         while not all(os.path.exists(os.path.join(d, ".started-%d-%d" % (attempt, r)))
                       for r in range(world)):
             time.sleep(0.01)
+    metrics = None
+    if o["metrics"] and rank == 0:
+        metrics = open(o["metrics"], "a" if o["resume"] else "w")
     beat("ready %d %.3f" % (start, load))
     log(o["log"], "attempt %d rank %d start %d resume %s reason %r var %s host %s "
-        "heartbeat %s pid %d at %.6f" % (
+        "heartbeat %s plan %s pid %d at %.6f" % (
             attempt, rank, start, "--resume" in sys.argv, os.environ.get("HPC_RESTART_REASON"),
             os.environ.get("FAKE_VAR"), os.uname().nodename,
-            os.path.basename(heartbeat or "none"), os.getpid(), time.time()))
+            os.path.basename(heartbeat or "none"), o["plan-name"], os.getpid(), time.time()))
+    window = time.time()
     for step in range(start + 1, o["steps"] + 1):
         time.sleep(o["sleep"])
         if armed and o["kill"] == (rank, step):
@@ -151,9 +166,24 @@ def main():
             while True:
                 time.sleep(1)
         beat("step %d%s" % (step, saved()))
+        if metrics:
+            metrics.write('{"step": %d, "loss": 1.0}\n' % step)
+            metrics.flush()
         if d and step % o["ckpt-every"] == 0:
             checkpoint(d, step)
             beat("step %d%s" % (step, saved()))
+        if metrics and o["profile-every"] and step % o["profile-every"] == 0:
+            now = time.time()
+            steps = min(o["profile-every"], step - start)
+            line = ('{"profile": true, "step": %d, "steps": %d, "step_time_s": %.6f, '
+                    '"layout": "%s"}\n' % (step, steps, (now - window) / steps, o["plan-name"]))
+            # In two writes: hpc-launch may read the first half alone.
+            metrics.write(line[:20])
+            metrics.flush()
+            time.sleep(0.06)
+            metrics.write(line[20:])
+            metrics.flush()
+            window = time.time()
     beat("done %d%s" % (o["steps"], saved()))
     print("rank %d: trained steps %d..%d" % (rank, start + 1, o["steps"]), flush=True)
 
