@@ -2,8 +2,8 @@
 """The cost model's prediction against the measured step, and the searched
 plan against a grid of plans, on this machine (issue 17, points 2 and 5).
 
-    scripts/bench_prediction.py [--ranks 2,4] [--apply-overlap] [--layers 4 --embd 256 ...]
-                                [--cluster-dir DIR] [--workdir DIR]
+    scripts/bench_prediction.py [--ranks 2,4 | --two-nodes] [--apply-overlap] [--recalibrate]
+                                [--layers 4 --embd 256 ...] [--cluster-dir DIR] [--workdir DIR]
 
 For each rank count N: `hpc-calibrate --ranks N` measures this machine as
 an N-device cluster (host-N.json, unless --cluster-dir has one); every plan
@@ -17,6 +17,15 @@ compiled, run and compared with the fastest grid plan. Prints one table row
 per plan, the mean absolute error of the step-time predictions, and the
 searched plan against the grid's best; the numbers go to
 docs/benchmarks.md with the command and the machine.
+
+--two-nodes: the 2-rank grid on the two-node cluster instead, against the
+cluster file hpc-calibrate measures there (two-nodes.json).
+
+--recalibrate: the first plan of each grid (plain data parallelism) is a
+calibration run: every later plan, and the search, is predicted with
+`hpc-opt --recalibrate` on its metrics (the cost model fitted to that one
+measured step, docs/cost-model.md), so its error is out of sample; the
+calibration run itself (exact by construction) is left out of the mean.
 """
 import argparse
 import json
@@ -43,9 +52,11 @@ GRID = {
 
 
 def cluster_file(a, n):
-    path = os.path.join(a.cluster_dir or a.workdir, f"host-{n}.json")
+    path = os.path.join(a.cluster_dir or a.workdir,
+                        "two-nodes.json" if a.two_nodes else f"host-{n}.json")
     if not os.path.exists(path):
-        run([CALIBRATE, "--ranks", str(n), "-o", path])
+        run(launcher(a, n) + [CALIBRATE, "-o", path] if a.two_nodes
+            else [CALIBRATE, "--ranks", str(n), "-o", path])
     if not a.apply_overlap:
         return path
     # The measured overlap (calibration.overlap.fraction) as the model's.
@@ -58,6 +69,18 @@ def cluster_file(a, n):
     return applied
 
 
+CLUSTER = os.path.join(ROOT, "scripts", "netns-cluster.sh")
+TWO_NODES = "bench-prediction"  # the two-node cluster's name (--two-nodes)
+
+
+def launcher(a, ranks):
+    """How a plan of `ranks` ranks is started: mpirun on this machine, or
+    on the two-node cluster (one rank a node) with --two-nodes."""
+    if a.two_nodes:
+        return ["bash", CLUSTER, "run", "--name", TWO_NODES, "-n", str(ranks), "--"]
+    return MPIRUN + ["-n", str(ranks)] if ranks > 1 else []
+
+
 def compile_and_train(a, model, d, name, cluster, flags, ranks):
     """Compiles the plan of `flags` with its report, trains it; returns the
     prediction, the measured summary and the plan the report names."""
@@ -65,7 +88,7 @@ def compile_and_train(a, model, d, name, cluster, flags, ranks):
     run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
          "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-3",
          f"--cluster={cluster}", f"--report={report}", *flags, "-o", binary])
-    launch = MPIRUN + ["-n", str(ranks)] if ranks > 1 else []
+    launch = launcher(a, ranks)
     run(launch + [binary, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
                   f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics", metrics])
     with open(report) as f:
@@ -89,13 +112,30 @@ def main():
     ap.add_argument("--cluster-dir", default=None,
                     help="where host-N.json are (measured into --workdir when absent)")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench", "prediction"))
+    ap.add_argument("--two-nodes", action="store_true",
+                    help="run the 2-rank grid on the two-node cluster (scripts/netns-cluster.sh, "
+                         "one rank a node, 1 Gbit/s; needs root)")
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="fit the cost model to the first plan's run, predict the rest on it")
     ap.add_argument("--apply-overlap", action="store_true",
                     help="plan with the measured overlap (calibration.overlap.fraction) "
                          "instead of the default efficiency.overlap")
     a = ap.parse_args()
+    if a.two_nodes:
+        a.ranks = [2]
     for n in a.ranks:
         if n not in GRID:
             sys.exit(f"{PROG}: error: --ranks takes {', '.join(map(str, GRID))}, got {n}")
+    if a.two_nodes:
+        run(["bash", CLUSTER, "up", "--name", TWO_NODES])
+    try:
+        return measure(a)
+    finally:
+        if a.two_nodes:
+            run(["bash", CLUSTER, "down", "--name", TWO_NODES])
+
+
+def measure(a):
     os.makedirs(a.workdir, exist_ok=True)
     model, summary = gpt_with_tokens(a.workdir, a)
     print(f"model: {summary}; batch {a.batch} x {a.seq} tokens, {a.steps} steps per plan")
@@ -103,16 +143,22 @@ def main():
           f"   measured compute / exposed comm / bubble ms")
     for n in a.ranks:
         cluster = cluster_file(a, n)
-        errors, best = [], None
-        for mesh, extra in GRID[n]:
+        errors, best, fitted = [], None, []
+        for k, (mesh, extra) in enumerate(GRID[n]):
             name = f"n{n}-" + (mesh + "".join(extra)).replace("=", "").replace(",", "-") \
                 .replace("--", "-")
             pred, meas, _ = compile_and_train(a, model, a.workdir, name, cluster,
-                                              [f"--mesh={mesh}", *extra], mesh_ranks(mesh))
+                                              [f"--mesh={mesh}", *extra, *fitted],
+                                              mesh_ranks(mesh))
             p, m = 1000 * pred["step_time_s"], 1000 * meas["step_time_s"]
             err = 100 * (p - m) / m
-            errors.append(abs(err))
             label = mesh + "".join(" " + e for e in extra)
+            if a.recalibrate and k == 0:
+                # The calibration run: the rest are predicted on its fit.
+                fitted = [f"--recalibrate={a.workdir}/{name}.jsonl"]
+                label += " (calibration)"
+            else:
+                errors.append(abs(err))
             print(f"{n:>5} {label:<28} {p:>12.3f} {m:>11.3f} {err:>+6.1f}%   "
                   + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:]))
             if best is None or m < best[1]:
@@ -120,7 +166,7 @@ def main():
         print(f"{n:>5} step-time error over {len(errors)} plans: mean {statistics.mean(errors):.1f}%"
               f", worst {max(errors):.1f}%")
         pred, meas, plan = compile_and_train(a, model, a.workdir, f"n{n}-searched", cluster,
-                                             ["--auto-parallel"], n)
+                                             ["--auto-parallel", *fitted], n)
         m = 1000 * meas["step_time_s"]
         print(f"{n:>5} searched {describe(plan)}: predicted {1000 * pred['step_time_s']:.3f} ms, "
               f"measured {m:.3f} ms; the grid's fastest, {best[0]}: {best[1]:.3f} ms "

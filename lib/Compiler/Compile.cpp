@@ -267,7 +267,8 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
   bool samePlan = !run.plan.empty() && run.plan == planSpec(plan) &&
                   (run.schedule.empty() || run.schedule == planSchedule(plan));
   double gain = samePlan || !(baseline > 0) ? 0 : 1 - predicted / baseline;
-  bool compile = gain >= options.replanThreshold && !(samePlan && options.replanThreshold > 0);
+  // Without a threshold the plan is compiled whatever it gains.
+  bool compile = options.replanThreshold == 0 || (gain >= options.replanThreshold && !samePlan);
   std::string from = run.file + (run.step > 0 ? " at step " + std::to_string(run.step)
                                               : std::string(" (its summary)"));
   flow.log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2} "
