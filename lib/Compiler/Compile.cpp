@@ -269,9 +269,13 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
   double gain = samePlan || !(baseline > 0) ? 0 : 1 - predicted / baseline;
   // Without a threshold the plan is compiled whatever it gains.
   bool compile = options.replanThreshold == 0 || (gain >= options.replanThreshold && !samePlan);
+  auto log = [&](const std::string &line) {
+    if (flow.log) // an embedder may want no log
+      flow.log(line);
+  };
   std::string from = run.file + (run.step > 0 ? " at step " + std::to_string(run.step)
                                               : std::string(" (its summary)"));
-  flow.log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2} "
+  log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2} "
                          "(measured {3:f3} ms a step = compute {4:f3} + exposed communication "
                          "{5:f3} + bubble {6:f3}; the binary predicted {7:f3} ms)",
                          from, computeScale / run.computeScale,
@@ -305,7 +309,7 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
                                        "running plan (nothing written)",
                                        100 * options.replanThreshold)
                              .str();
-  flow.log(verdict);
+  log(verdict);
   llvm::json::Object measuredParts, predictedParts;
   for (int k = 0; k < hpc::kStepParts; ++k) {
     measuredParts[hpc::kStepPartNames[k]] = run.measured[k];

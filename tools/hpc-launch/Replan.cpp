@@ -345,7 +345,7 @@ void Replanner::compileEnded() {
 /// when the plan was ready, or one every rank wrote since. Not when the
 /// job is about to finish (a rank beat `done`, or the checkpoint is of
 /// its last step): resuming it would only repeat its end.
-bool Replanner::switchReady(const std::vector<int64_t> &saves, bool ending) const {
+bool Replanner::switchReady(const std::vector<int64_t> &saves, bool ending) {
   if (!pending_ || ending)
     return false;
   bool saved = !savesAtReady_.empty() && saves.size() == savesAtReady_.size();
@@ -359,7 +359,7 @@ bool Replanner::switchReady(const std::vector<int64_t> &saves, bool ending) cons
   if (at >= o_.lastStep)
     return false;
   // Worth it only when the steps left save more than the switch costs.
-  const Replan &r = replans_.back();
+  Replan &r = replans_.back();
   double perStep = r.hasMeasured && r.hasGain ? r.measuredS * r.gain
                    : r.hasMeasured && r.hasPredicted ? r.measuredS - r.predictedS
                                                      : 0;

@@ -67,7 +67,7 @@ struct Replan {
   double gain = 0;         ///< the fraction of the step it predicts saved
   int64_t switchedAt = -1; ///< the checkpoint the job switched at; -1: none
   double compileS = 0;
-  mutable bool tooLate = false; ///< said that the steps left do not pay a switch
+  bool tooLate = false; ///< said that the steps left do not pay a switch
 
   /// "predicted X ms a step against Y ms measured"; empty when the
   /// compiler's report did not say both.
@@ -130,7 +130,7 @@ private:
   void compileEnded();
   /// Reads the compiler's report's measured and predicted step times.
   void readVerdict(Replan &r) const;
-  bool switchReady(const std::vector<int64_t> &saves, bool ending) const;
+  bool switchReady(const std::vector<int64_t> &saves, bool ending);
 
   ReplanOptions o_;
   std::vector<Replan> replans_;

@@ -846,23 +846,17 @@ Outcome Attempt::watch(Failure &failure) {
 /// Removes one entry of a tree (for nftw, depth first).
 int removeEntry(const char *path, const struct stat *, int, FTW *) { return remove(path); }
 
-/// A number of seconds for the report, or null.
-std::string jsonSeconds(bool known, double s) {
+/// A number for the report (printf's `format`), or null.
+std::string jsonNumber(bool known, double v, const char *format = "%.6g") {
   if (!known)
     return "null";
   char buf[32];
-  snprintf(buf, sizeof buf, "%.3f", s);
+  snprintf(buf, sizeof buf, format, v);
   return buf;
 }
 
-/// A number for the report, or null.
-std::string jsonNumber(bool known, double v) {
-  if (!known)
-    return "null";
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+/// A number of seconds for the report (3 decimals), or null.
+std::string jsonSeconds(bool known, double s) { return jsonNumber(known, s, "%.3f"); }
 
 /// The whole run: the attempts, the failures and switches between them,
 /// the report.
