@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DistSharding.h"
+#include "hpc/Target/ProgramPlan.h"
 #include "hpc/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -240,14 +241,44 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       auto var = cast<hpc::VariableOp>(op);
       Sharding s = Sharding::fromAttr(attr);
       if (std::optional<ElementsAttr> value = var.getValue()) {
-        // ZeRO-3: the whole initial value is stored once; each rank's
-        // state starts from its rows (dim-0 pieces are contiguous).
-        if (s.dims.empty() || s.dims[0].empty() ||
-            llvm::any_of(ArrayRef(s.dims).drop_front(), [](const auto &a) { return !a.empty(); }))
+        // The whole initial value is stored once, piece after piece; each
+        // rank's state starts from its piece. Pieces along dimension 0 (a
+        // ZeRO-3 parameter's rows, a row-parallel weight) are that already;
+        // along another (a column-parallel weight) they are rearranged.
+        auto split = llvm::make_filter_range(llvm::seq<size_t>(0, s.dims.size()),
+                                             [&](size_t d) { return !s.dims[d].empty(); });
+        if (llvm::range_size(split) != 1)
           return op->emitOpError("a sharded variable with initial data must be split along "
-                                 "its first dimension only");
-        op->setAttr("dist.global_value", *value);
-        op->setAttr("dist.rank_rows", axesAttr(b, s.dims[0]));
+                                 "one dimension");
+        int64_t dim = *split.begin();
+        auto type = cast<RankedTensorType>(var.getType());
+        ElementsAttr whole = *value;
+        if (llvm::any_of(type.getShape().take_front(dim), [](int64_t n) { return n != 1; })) {
+          int64_t pieces = groupOf(mesh, s.dims[dim]);
+          RankedTensorType local = localType(type, s);
+          SmallVector<int64_t> majorShape(local.getShape());
+          majorShape[0] *= pieces;
+          auto majorType = RankedTensorType::get(majorShape, type.getElementType());
+          auto dense = dyn_cast<DenseElementsAttr>(whole);
+          FailureOr<std::string> bytes = hpc::elementBytesOf(whole);
+          if (dense && dense.isSplat()) {
+            whole = dense.resizeSplat(majorType);
+          } else if (failed(bytes) || type.getElementTypeBitWidth() % 8 != 0) {
+            return op->emitOpError("has initial data the compiler cannot split");
+          } else {
+            std::string major = hpc::pieceMajorBytes(
+                *bytes, type.getShape(), type.getElementTypeBitWidth() / 8, dim, pieces);
+            whole = hpc::elementsFromBytes(majorType, var.getName(),
+                                           ArrayRef<char>(major.data(), major.size()));
+          }
+          // Whoever reads the weights by name learns how (dist-weight-pieces' form).
+          op->setAttr("dist.init_pieces_of",
+                      b.getDictionaryAttr({b.getNamedAttr("shape", b.getDenseI64ArrayAttr(
+                                                                       type.getShape())),
+                                           b.getNamedAttr("dim", b.getI64IntegerAttr(dim))}));
+        }
+        op->setAttr("dist.global_value", whole);
+        op->setAttr("dist.rank_rows", axesAttr(b, s.dims[dim]));
         var.removeValueAttr();
       }
       // Which mesh axes split each dimension: checkpoints record the global

@@ -170,133 +170,133 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       return signalPassFailure();
     }
     if (presets && hasTP)
-      unfuseSplitProjections(func);
-    if (failed(seed(func)))
+      hpc::unfuseSplitProjections(func, /*splitWeights=*/false);
+    if (failed(propagate(func, hasTP && presets)))
       return signalPassFailure();
-    for (Operation &op : func.getBody().front())
-      if (failed(visit(&op, hasTP && presets)))
+    // Tensor parallelism's training state (Megatron-LM's): a parameter
+    // that every reader takes in one tp split is held in that split, with
+    // its optimizer state, and updated there; the walk then runs again
+    // from that seed.
+    if (presets && hasTP && module->hasAttr("hpc.train") && splitTensorParallelState(func)) {
+      func.walk([](Operation *op) {
+        op->removeAttr("dist.operand_shardings");
+        op->removeAttr("dist.result_shardings");
+      });
+      if (failed(propagate(func, /*megatron=*/true)))
         return signalPassFailure();
-  }
-
-  /// A projection by a weight along the last dimension: matmul(x, W) [+ b]
-  /// or gemm(x, W [, b]), optionally followed by a reshape that keeps the
-  /// last dimension (exporters flatten the tokens around a gemm).
-  struct Projection {
-    Operation *op = nullptr;         // the matmul or gemm
-    hpc::AddOp add;                  // the bias add of a matmul
-    hpc::ReshapeOp reshape;          // the reshape after it
-    Value weight, bias;
-    bool transposed = false;         // gemm trans_b: W is [N, K]
-  };
-
-  static bool isWeight(Value v, int64_t rank) {
-    return v.getDefiningOp<hpc::WeightOp>() &&
-           cast<RankedTensorType>(v.getType()).getRank() == rank;
-  }
-
-  static std::optional<Projection> matchProjection(Value v) {
-    Projection p;
-    auto lastDim = [](Value x) { return cast<RankedTensorType>(x.getType()).getShape().back(); };
-    if (auto reshape = v.getDefiningOp<hpc::ReshapeOp>()) {
-      if (!v.hasOneUse() || lastDim(reshape.getInput()) != lastDim(v))
-        return std::nullopt;
-      p.reshape = reshape;
-      v = reshape.getInput();
     }
-    if (!v.hasOneUse())
-      return std::nullopt;
-    int64_t n = lastDim(v);
-    if (auto add = v.getDefiningOp<hpc::AddOp>()) {
-      for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
-                          std::pair(add.getRhs(), add.getLhs())}) {
-        auto mm = a.getDefiningOp<hpc::MatMulOp>();
-        if (mm && a.hasOneUse() && isWeight(b, 1) && lastDim(b) == n) {
-          p.op = mm;
-          p.add = add;
-          p.bias = b;
-        }
-      }
-    } else if (auto mm = v.getDefiningOp<hpc::MatMulOp>()) {
-      p.op = mm;
-    } else if (auto gemm = v.getDefiningOp<hpc::GemmOp>()) {
-      Value c = gemm.getC();
-      if (gemm.getTransA() || (c && !(isWeight(c, 1) && lastDim(c) == n)))
-        return std::nullopt;
-      p.op = gemm;
-      p.bias = c;
-      p.transposed = gemm.getTransB();
-    }
-    if (!p.op || !isWeight(p.op->getOperand(1), 2))
-      return std::nullopt;
-    p.weight = p.op->getOperand(1);
-    return p;
   }
 
-  /// split(projection) along the output features becomes one projection
-  /// per piece on slices of W and b, so column parallelism needs no gather
-  /// before the split (a fused QKV projection).
-  void unfuseSplitProjections(func::FuncOp func) {
-    SmallVector<hpc::SplitOp> splits;
-    func.walk([&](hpc::SplitOp op) { splits.push_back(op); });
-    for (hpc::SplitOp split : splits) {
-      auto type = cast<RankedTensorType>(split.getInput().getType());
-      int64_t rank = type.getRank();
-      int64_t axis = int64_t(split.getAxis()) < 0 ? int64_t(split.getAxis()) + rank
-                                                 : int64_t(split.getAxis());
-      if (axis != rank - 1)
+  /// Seeds and walks @main once, from nothing.
+  LogicalResult propagate(func::FuncOp func, bool megatron) {
+    current.clear();
+    weightDerived.clear();
+    weightSeeds.clear();
+    sequenceSplit.clear();
+    if (failed(seed(func)))
+      return failure();
+    for (Operation &op : func.getBody().front())
+      if (failed(visit(&op, megatron)))
+        return failure();
+    return success();
+  }
+
+  /// The sharding the readers of `v` (the walk's dist.operand_shardings;
+  /// through transposes, permuted back) all asked for, when it is one split
+  /// of one dimension over tp; `except` (the update) is not a reader.
+  std::optional<Sharding> askedByReaders(Value v, Operation *except) {
+    std::optional<Sharding> asked;
+    auto agree = [&](const Sharding &s) {
+      if (asked && !(*asked == s))
+        return false;
+      asked = s;
+      return true;
+    };
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (user == except)
         continue;
-      std::optional<Projection> p = matchProjection(split.getInput());
-      if (!p)
+      if (auto attrs = user->getAttrOfType<ArrayAttr>("dist.operand_shardings")) {
+        if (!agree(Sharding::fromAttr(cast<ShardingAttr>(attrs[use.getOperandNumber()]))))
+          return std::nullopt;
         continue;
-      OpBuilder b(split);
-      Location loc = split.getLoc();
-      auto slice = [&](Value v, int64_t dim, int64_t begin, int64_t size) {
-        auto vt = cast<RankedTensorType>(v.getType());
-        SmallVector<int64_t> starts(vt.getRank(), 0), ends(vt.getShape()), shape(vt.getShape());
-        starts[dim] = begin;
-        ends[dim] = begin + size;
-        shape[dim] = size;
-        return hpc::SliceOp::create(b, loc, RankedTensorType::get(shape, vt.getElementType()), v,
-                                    b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(ends),
-                                    b.getDenseI64ArrayAttr(SmallVector<int64_t>(vt.getRank(), 1)))
-            .getResult();
-      };
-      auto withLast = [&](Type t, int64_t size) {
-        auto rt = cast<RankedTensorType>(t);
-        SmallVector<int64_t> shape(rt.getShape());
-        shape.back() = size;
-        return RankedTensorType::get(shape, rt.getElementType());
-      };
-      int64_t begin = 0;
-      for (auto [i, size] : llvm::enumerate(split.getSizes())) {
-        Value wSlice = slice(p->weight, p->transposed ? 0 : 1, begin, size);
-        Value bSlice = p->bias ? slice(p->bias, 0, begin, size) : Value();
-        Operation *piece = b.clone(*p->op);
-        piece->setOperand(1, wSlice);
-        if (p->bias && isa<hpc::GemmOp>(p->op))
-          piece->setOperand(2, bSlice);
-        piece->getResult(0).setType(withLast(p->op->getResult(0).getType(), size));
-        Value out = piece->getResult(0);
-        if (p->add) {
-          out = p->add.getLhs() == p->op->getResult(0)
-                    ? hpc::AddOp::create(b, loc, out.getType(), out, bSlice).getResult()
-                    : hpc::AddOp::create(b, loc, out.getType(), bSlice, out).getResult();
-        }
-        if (p->reshape) {
-          auto rt = withLast(p->reshape.getType(), size);
-          out = hpc::ReshapeOp::create(b, loc, rt, out, b.getDenseI64ArrayAttr(rt.getShape()))
-                    .getResult();
-        }
-        split.getResult(i).replaceAllUsesWith(out);
-        begin += size;
       }
-      split.erase();
-      if (p->reshape)
-        p->reshape.erase();
-      if (p->add)
-        p->add.erase();
-      p->op->erase();
+      // A transpose of a weight runs whole (weight-derived): what its
+      // readers ask of it, permuted back, is asked of the weight.
+      auto tr = dyn_cast<hpc::TransposeOp>(user);
+      if (!tr)
+        return std::nullopt;
+      std::optional<Sharding> of = askedByReaders(tr.getResult(), nullptr);
+      if (!of)
+        return std::nullopt;
+      Sharding back = Sharding::replicated(of->dims.size());
+      for (auto [i, p] : llvm::enumerate(tr.getPerm()))
+        back.dims[p] = of->dims[i];
+      if (!agree(back))
+        return std::nullopt;
     }
+    if (!asked || !asked->partial.empty())
+      return std::nullopt;
+    int64_t splitDims = 0;
+    for (const auto &axes : asked->dims) {
+      if (axes.empty())
+        continue;
+      ++splitDims;
+      if (axes != std::vector<std::string>{"tp"})
+        return std::nullopt;
+    }
+    return splitDims == 1 ? asked : std::nullopt;
+  }
+
+  /// After a first walk: each parameter (of an update no ZeRO stage
+  /// split) whose readers all take it in one tp split is held in that split
+  /// from now on (dist.sharding on it and its optimizer state), its gradient
+  /// reduced into it where the backward pass finishes it (over dp, as a
+  /// piece), and the update applied to the piece. No gradient is gathered
+  /// over tp and no rank updates another's piece. Whether any was split.
+  bool splitTensorParallelState(func::FuncOp func) {
+    MLIRContext *ctx = &getContext();
+    SmallVector<std::pair<Operation *, Sharding>> chosen;
+    func.walk([&](Operation *update) {
+      if (!isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(update) ||
+          update->hasAttr("dist.updates_shard"))
+        return;
+      auto var = update->getOperand(0).getDefiningOp<hpc::VariableOp>();
+      if (!var || shardingOfVariable(var))
+        return;
+      for (unsigned i : hpc::inPlaceOperands(update)) {
+        if (i == 0 || i >= update->getNumOperands())
+          continue;
+        auto state = update->getOperand(i).getDefiningOp<hpc::VariableOp>();
+        if (!state || state.getValue() || !update->getOperand(i).hasOneUse() ||
+            shardingOfVariable(state))
+          return;
+      }
+      if (std::optional<Sharding> s = askedByReaders(var.getResult(), update))
+        chosen.push_back({update, *s});
+    });
+    for (auto &[update, s] : chosen) {
+      ShardingAttr attr = s.toAttr(ctx);
+      update->getOperand(0).getDefiningOp()->setAttr("dist.sharding", attr);
+      for (unsigned i : hpc::inPlaceOperands(update))
+        if (i > 0 && i < update->getNumOperands())
+          update->getOperand(i).getDefiningOp()->setAttr("dist.sharding", attr);
+      // The gradient, where the backward pass finishes it, and as the
+      // update reads it (after the clipping multiply).
+      Value raw = rawGradient(update->getOperand(1));
+      OpBuilder b(ctx);
+      if (Operation *def = raw.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(&func.getBody().front());
+      auto reduced = AnnotateOp::create(b, update->getLoc(), raw.getType(), raw, attr);
+      raw.replaceAllUsesExcept(reduced.getResult(), reduced);
+      b.setInsertionPoint(update);
+      Value grad = update->getOperand(1);
+      update->setOperand(1, AnnotateOp::create(b, update->getLoc(), grad.getType(), grad, attr));
+      update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
+    }
+    return !chosen.empty();
   }
 
   LogicalResult seed(func::FuncOp func) {

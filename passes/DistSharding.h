@@ -9,6 +9,7 @@
 #define HPC_PASSES_DISTSHARDING_H
 
 #include "Dist/DistOps.h"
+#include "HPC/HPCOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -82,6 +83,22 @@ mlir::FailureOr<MeshAttr> parseMesh(mlir::MLIRContext *ctx, llvm::StringRef text
 /// attribute), if any.
 inline ShardingAttr shardingOfVariable(mlir::Operation *op) {
   return op->getAttrOfType<ShardingAttr>("dist.sharding");
+}
+
+/// The gradient an update's grad operand was computed from: through the
+/// clipping multiply by a scalar (hpc-optimizer's clip_grad_norm_).
+inline mlir::Value rawGradient(mlir::Value grad) {
+  while (auto mul = grad.getDefiningOp<hpc::MulOp>()) {
+    mlir::Value next;
+    for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())})
+      if (a.getType() == grad.getType() && mlir::cast<mlir::RankedTensorType>(b.getType()).getRank() == 0)
+        next = a;
+    if (!next)
+      break;
+    grad = next;
+  }
+  return grad;
 }
 
 } // namespace hpc::dist

@@ -36,45 +36,6 @@ using namespace mlir;
 
 namespace {
 
-/// The strided box starts[i] + k * steps[i], k < shape[i], of row-major data
-/// of `inShape` with `eltBytes`-byte elements.
-std::string sliceBytes(StringRef data, ArrayRef<int64_t> inShape, int64_t eltBytes,
-                       ArrayRef<int64_t> starts, ArrayRef<int64_t> steps,
-                       ArrayRef<int64_t> shape) {
-  int64_t rank = inShape.size();
-  SmallVector<int64_t> inStride(rank, eltBytes);
-  for (int64_t i = rank - 2; i >= 0; --i)
-    inStride[i] = inStride[i + 1] * inShape[i + 1];
-  int64_t count = ShapedType::getNumElements(shape);
-  std::string out;
-  out.reserve(count * eltBytes);
-  if (count == 0)
-    return out;
-  if (rank == 0)
-    return data.str();
-  // Odometer over every dimension but the last; the last is one run when
-  // its step is 1.
-  SmallVector<int64_t> index(rank, 0);
-  int64_t last = rank - 1;
-  while (true) {
-    int64_t base = 0;
-    for (int64_t i = 0; i < last; ++i)
-      base += (starts[i] + index[i] * steps[i]) * inStride[i];
-    if (steps[last] == 1) {
-      out.append(data.data() + base + starts[last] * eltBytes, shape[last] * eltBytes);
-    } else {
-      for (int64_t k = 0; k < shape[last]; ++k)
-        out.append(data.data() + base + (starts[last] + k * steps[last]) * eltBytes,
-                   eltBytes);
-    }
-    int64_t i = last - 1;
-    while (i >= 0 && ++index[i] == shape[i])
-      index[i--] = 0;
-    if (i < 0)
-      return out;
-  }
-}
-
 /// New data of `type` for a piece of `w`: a splat stays a splat, else the
 /// bytes `bytes` makes.
 ElementsAttr pieceData(hpc::WeightOp w, RankedTensorType type, StringRef name,
@@ -132,7 +93,7 @@ bool splitSlicedWeight(hpc::WeightOp w, SmallVectorImpl<hpc::WeightOp> &pieces) 
                        boxName(slice.getStarts(), slice.getSteps(), result.getShape());
     auto piece = hpc::WeightOp::create(
         b, w.getLoc(), result, b.getStringAttr(name), pieceData(w, result, name, [&] {
-          return sliceBytes(*data, type.getShape(), eltBytes, slice.getStarts(),
+          return hpc::sliceBytes(*data, type.getShape(), eltBytes, slice.getStarts(),
                             slice.getSteps(), result.getShape());
         }));
     slice.replaceAllUsesWith(piece.getResult());
@@ -169,16 +130,7 @@ bool storePieceMajor(hpc::WeightOp w) {
   int64_t length = piece.getDimSize(dim);
   int64_t groups = type.getDimSize(dim) / length;
   int64_t eltBytes = type.getElementTypeBitWidth() / 8;
-  auto pieceMajor = [&] {
-    std::string bytes;
-    bytes.reserve(data->size());
-    SmallVector<int64_t> starts(type.getRank(), 0), steps(type.getRank(), 1);
-    for (int64_t g = 0; g < groups; ++g) {
-      starts[dim] = g * length;
-      bytes += sliceBytes(*data, type.getShape(), eltBytes, starts, steps, piece.getShape());
-    }
-    return bytes;
-  };
+  auto pieceMajor = [&] { return hpc::pieceMajorBytes(*data, type.getShape(), eltBytes, dim, groups); };
   SmallVector<int64_t> majorShape{groups};
   llvm::append_range(majorShape, piece.getShape());
   auto majorType = RankedTensorType::get(majorShape, type.getElementType());

@@ -37,22 +37,6 @@ using namespace hpc::dist;
 
 namespace {
 
-/// The gradient an update's grad operand was computed from: through the
-/// clipping multiply by a scalar (hpc-optimizer's clip_grad_norm_).
-Value rawGradient(Value grad) {
-  while (auto mul = grad.getDefiningOp<hpc::MulOp>()) {
-    Value next;
-    for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
-                        std::pair(mul.getRhs(), mul.getLhs())})
-      if (a.getType() == grad.getType() && cast<RankedTensorType>(b.getType()).getRank() == 0)
-        next = a;
-    if (!next)
-      break;
-    grad = next;
-  }
-  return grad;
-}
-
 struct DistZero : hpc::impl::DistZeroBase<DistZero> {
   using Base::Base;
 

@@ -5,9 +5,11 @@
 // this order, on every function:
 //
 // 0. hpc.matmul(A, hpc.transpose(W)) with W 2-D (a tied LM head reads the
-//    embedding this way) becomes hpc.gemm(A, W) with trans_b, between
-//    reshapes: the kernel reads W's rows as columns, and the transposed copy
-//    of W (a 154 MB copy per run for GPT-2 small's head) is never made.
+//    embedding this way, as does the backward product of a linear layer,
+//    also through a tensor-parallel rank's all_slice of it) becomes
+//    hpc.gemm(A, W) with trans_b, between reshapes: the kernel reads W's
+//    rows as columns, and the transposed copy of W (a 154 MB copy per run
+//    for GPT-2 small's head) is never made.
 //    And a linear layer's weight gradient, reduce_sum over the batch of
 //    matmul(transpose(A), D), becomes one hpc.gemm with trans_a over all the
 //    rows (no transposed copy of A, no partial products to add up).
@@ -29,11 +31,14 @@
 //
 // An intermediate value is fused away only when its one use is the op that
 // absorbs it, so values another op still reads (a backward pass reads the
-// pre-activation) keep their own storage.
+// pre-activation) keep their own storage; rewrite 0's transposes are
+// removed once no product reads them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Bf16Data.h"
+
+#include "Dist/DistOps.h"
 
 #include "hpc/Passes.h"
 
@@ -221,11 +226,15 @@ void fuseMatMulBias(hpc::AddOp add, MatMulBias match, Bf16Biases &bf16) {
   readBf16Directly(out);
 }
 
-/// Rewrite 0: `mm` = matmul(A, transpose(W)) with W 2-D, A at least 2-D,
-/// static float types and the transpose read only here.
+/// Rewrite 0: `mm` = matmul(A, transpose(W)) with W 2-D, A at least 2-D and
+/// static float types; also matmul(A, all_slice(transpose(W), d)), a tensor
+/// parallel rank's piece of the transposed weight (the backward product of
+/// a column- or row-parallel projection), which becomes the gemm of W's
+/// piece along the other dimension.
 bool fuseTransposedWeight(hpc::MatMulOp mm) {
-  auto tr = mm.getRhs().getDefiningOp<hpc::TransposeOp>();
-  if (!tr || !tr.getResult().hasOneUse() || !isStaticFloat(mm.getLhs()) ||
+  auto slice = mm.getRhs().getDefiningOp<hpc::dist::AllSliceOp>();
+  auto tr = (slice ? slice.getInput() : mm.getRhs()).getDefiningOp<hpc::TransposeOp>();
+  if (!tr || !isStaticFloat(mm.getLhs()) ||
       !isStaticFloat(tr.getInput()) || !isStaticFloat(mm.getResult()))
     return false;
   Value a = mm.getLhs(), w = tr.getInput();
@@ -234,6 +243,12 @@ bool fuseTransposedWeight(hpc::MatMulOp mm) {
     return false;
   OpBuilder b(mm);
   Location loc = b.getFusedLoc({tr.getLoc(), mm.getLoc()});
+  if (slice) {
+    ArrayRef<int64_t> piece = rankedOf(slice.getResult()).getShape();
+    auto type = RankedTensorType::get({piece[1], piece[0]}, rankedOf(w).getElementType());
+    w = hpc::dist::AllSliceOp::create(b, slice.getLoc(), type, w, slice.getAxes(),
+                                      1 - slice.getDim());
+  }
   int64_t rows = 1;
   for (int64_t d : aShape.drop_back())
     rows *= d;
@@ -243,7 +258,11 @@ bool fuseTransposedWeight(hpc::MatMulOp mm) {
   Value out = reshapeTo(b, loc, gemm.getResult(), mm.getType().getShape());
   mm.getResult().replaceAllUsesWith(out);
   mm.erase();
-  tr.erase();
+  // Another product may still read them (CSE merged equal transposes).
+  if (slice && slice.use_empty())
+    slice.erase();
+  if (tr.use_empty())
+    tr.erase();
   return true;
 }
 
@@ -258,8 +277,10 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   auto mm = product.getDefiningOp<hpc::MatMulOp>();
   if (!mm || !in.hasOneUse() || !product.hasOneUse())
     return false;
+  // The transpose may have other readers: the three weight gradients of
+  // an unfused QKV projection share their input's (CSE).
   auto tr = mm.getLhs().getDefiningOp<hpc::TransposeOp>();
-  if (!tr || !tr.getResult().hasOneUse())
+  if (!tr)
     return false;
   Value a = tr.getInput(), d = mm.getRhs();
   if (!isStaticFloat(a) || !isStaticFloat(d) || !isStaticFloat(sum.getResult()))
@@ -294,7 +315,8 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   if (back)
     back.erase();
   mm.erase();
-  tr.erase();
+  if (tr.use_empty())
+    tr.erase();
   return true;
 }
 

@@ -151,6 +151,27 @@ def HPCPrintShardingRules : Pass<"hpc-print-sharding-rules", "mlir::ModuleOp"> {
   }];
 }
 
+def HPCUnfuseSplitProjections : Pass<"hpc-unfuse-split-projections", "mlir::ModuleOp"> {
+  let summary = "One projection per piece of a split fused projection (QKV)";
+  let description = [{
+    `split(x @ W + b)` along the output features (attention's fused QKV
+    projection) becomes one product per piece, on the pieces of W and b
+    that one hpc.split of each gives:
+
+    ```mlir
+    %y = hpc.matmul %x, %w : (tensor<8x256xf32>, tensor<256x768xf32>) -> tensor<8x768xf32>
+    %q, %k, %v = hpc.split %y {axis = 1, sizes = [256, 256, 256]}
+    ```
+    becomes three products by `hpc.split %w`'s pieces. A train step with a
+    tp axis runs it before hpc-autodiff, so tensor parallelism splits each of
+    Q, K and V by heads (Megatron-LM's layout) in the forward and backward
+    passes alike; the weight stays one tensor (one state variable, one
+    checkpoint record), its gradient one concat of the pieces'.
+    dist-propagate unfuses an inference program's projections itself (by
+    slices, which dist-weight-pieces stores apart).
+  }];
+}
+
 def HPCAppendLoss : Pass<"hpc-append-loss", "mlir::ModuleOp"> {
   let summary = "Make @main return one scalar loss of its outputs";
   let description = [{

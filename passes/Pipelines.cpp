@@ -83,6 +83,11 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
     mode.seed = options.seed;
     pm.addPass(createHPCTrainMode(mode));
   }
+  // Before the backward pass is built from them (and before the stages are
+  // cut, so the pieces' products get their stage): a fused QKV projection
+  // split three ways is split by heads under tensor parallelism.
+  if (meshAxisSize(options.mesh, "tp") > 1)
+    pm.addPass(createHPCUnfuseSplitProjections());
   if (PipelineMesh pipeline = splitPipelineAxis(options.mesh); pipeline.stages > 1) {
     // On the forward program with its loss: hpc-autodiff puts each op's
     // gradient ops on its stage.

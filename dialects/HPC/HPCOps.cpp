@@ -312,6 +312,57 @@ ElementsAttr hpc::elementsFromBytes(RankedTensorType type, StringRef name, Array
   return DenseElementsAttr::getFromRawBuffer(type, bytes);
 }
 
+std::string hpc::sliceBytes(StringRef data, ArrayRef<int64_t> inShape, int64_t eltBytes,
+                       ArrayRef<int64_t> starts, ArrayRef<int64_t> steps,
+                       ArrayRef<int64_t> shape) {
+  int64_t rank = inShape.size();
+  SmallVector<int64_t> inStride(rank, eltBytes);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    inStride[i] = inStride[i + 1] * inShape[i + 1];
+  int64_t count = ShapedType::getNumElements(shape);
+  std::string out;
+  out.reserve(count * eltBytes);
+  if (count == 0)
+    return out;
+  if (rank == 0)
+    return data.str();
+  // Odometer over every dimension but the last; the last is one run when
+  // its step is 1.
+  SmallVector<int64_t> index(rank, 0);
+  int64_t last = rank - 1;
+  while (true) {
+    int64_t base = 0;
+    for (int64_t i = 0; i < last; ++i)
+      base += (starts[i] + index[i] * steps[i]) * inStride[i];
+    if (steps[last] == 1) {
+      out.append(data.data() + base + starts[last] * eltBytes, shape[last] * eltBytes);
+    } else {
+      for (int64_t k = 0; k < shape[last]; ++k)
+        out.append(data.data() + base + (starts[last] + k * steps[last]) * eltBytes,
+                   eltBytes);
+    }
+    int64_t i = last - 1;
+    while (i >= 0 && ++index[i] == shape[i])
+      index[i--] = 0;
+    if (i < 0)
+      return out;
+  }
+}
+
+
+std::string hpc::pieceMajorBytes(StringRef data, ArrayRef<int64_t> shape, int64_t eltBytes,
+                                 int64_t dim, int64_t pieces) {
+  SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1), piece(shape);
+  piece[dim] /= pieces;
+  std::string bytes;
+  bytes.reserve(data.size());
+  for (int64_t g = 0; g < pieces; ++g) {
+    starts[dim] = g * piece[dim];
+    bytes += sliceBytes(data, shape, eltBytes, starts, steps, piece);
+  }
+  return bytes;
+}
+
 LogicalResult WeightOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");

@@ -171,6 +171,18 @@ constexpr int64_t kInlineDataBytes = 1024;
 mlir::ElementsAttr elementsFromBytes(mlir::RankedTensorType type, llvm::StringRef name,
                                      llvm::ArrayRef<char> bytes, bool allowResource = true);
 
+/// The strided box starts[i] + k * steps[i], k < shape[i], of row-major data
+/// of `inShape` with `eltBytes`-byte elements, as row-major bytes.
+std::string sliceBytes(llvm::StringRef data, llvm::ArrayRef<int64_t> inShape, int64_t eltBytes,
+                       llvm::ArrayRef<int64_t> starts, llvm::ArrayRef<int64_t> steps,
+                       llvm::ArrayRef<int64_t> shape);
+
+/// Row-major data of `shape` split into `pieces` equal pieces along `dim`,
+/// stored piece after piece (each row-major): piece g is then one
+/// contiguous block at g times its size (a tensor-parallel rank's part).
+std::string pieceMajorBytes(llvm::StringRef data, llvm::ArrayRef<int64_t> shape,
+                            int64_t eltBytes, int64_t dim, int64_t pieces);
+
 } // namespace hpc
 
 #endif // HPC_DIALECT_HPC_HPCOPS_H

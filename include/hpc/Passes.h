@@ -10,6 +10,7 @@
 
 #include "HPC/HPCOps.h"
 #include "hpc/Precision.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -78,6 +79,13 @@ PipelineMesh splitPipelineAxis(llvm::StringRef mesh);
 /// The size of axis `name` in a --mesh text ("pp=2,dp=2,tp=2:intra"); 0
 /// when the mesh has no such axis (or not as NAME=SIZE).
 int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef name);
+
+/// split(projection) along the output features becomes one projection per
+/// piece on pieces of the weight and bias (hpc-unfuse-split-projections):
+/// static slices of them (`splitWeights` false; dist-weight-pieces stores
+/// each as a weight of its own) or one hpc.split (a train step's weights:
+/// the gradient is one concat).
+void unfuseSplitProjections(mlir::func::FuncOp func, bool splitWeights);
 
 /// The ONNX node name an op's location carries ("" when none).
 std::string locationName(mlir::Location loc);

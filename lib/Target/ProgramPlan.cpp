@@ -230,7 +230,8 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
     plan.weightsData += *bytes;
     plan.weightEntries.push_back({var.getName().str(), id, init, nullptr, nullptr});
   } else if (auto whole = var->getAttrOfType<ElementsAttr>("dist.global_value")) {
-    // ZeRO-3 (dist-partition): every rank's rows, stored once, rank-major.
+    // A sharded parameter (dist-partition: ZeRO-3's rows, a tensor-parallel
+    // piece): every rank's piece, stored once, rank-major.
     auto bytes = hpc::elementBytesOf(whole);
     hpc::dist::MeshAttr mesh = hpc::dist::lookupMesh(var);
     auto axes = var->getAttrOfType<ArrayAttr>("dist.rank_rows");
@@ -247,8 +248,9 @@ static LogicalResult planVariable(hpc::VariableOp var, hpc::ProgramPlan &plan,
     plan.weightsData.resize(alignUp(plan.weightsData.size()), '\0');
     init = plan.weightsData.size();
     plan.weightsData += *bytes;
-    plan.weightEntries.push_back(
-        {var.getName().str(), id, init, nullptr, cast<RankedTensorType>(whole.getType())});
+    plan.weightEntries.push_back({var.getName().str(), id, init,
+                                  var->getAttrOfType<DictionaryAttr>("dist.init_pieces_of"),
+                                  cast<RankedTensorType>(whole.getType())});
   }
   std::vector<std::vector<int64_t>> split;
   if (auto dims = var->getAttrOfType<ArrayAttr>("dist.state_split")) {

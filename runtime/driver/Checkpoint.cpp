@@ -82,24 +82,83 @@ std::vector<int64_t> stepDirectories(const std::string &dir) {
 std::string stepDirName(int64_t step) { return "step-" + std::to_string(step); }
 
 /// The records of a shard: the state tensors in the manifest's order.
-std::vector<SafetensorsEntry> stateEntries(const Context &ctx, bool paramsOnly) {
+/// The state tensors (params only: `paramsOnly`) as safetensors entries and
+/// their data: this rank's, or the whole tensor `whole` has of that name.
+std::vector<SafetensorsEntry> stateEntries(const Context &ctx, bool paramsOnly,
+                                           const WholeParams &whole = {}) {
   std::vector<SafetensorsEntry> entries;
   for (const StateEntry &e : ctx.stateList()) {
     if (paramsOnly && !e.isParam())
       continue;
     const Tensor &t = ctx.tensor(e.tensor);
-    entries.push_back({e.name, t.dtype, t.shape, t.bytes});
+    if (auto w = whole.find(e.name); w != whole.end())
+      entries.push_back({e.name, t.dtype, w->second.shape, w->second.data.size()});
+    else
+      entries.push_back({e.name, t.dtype, t.shape, t.bytes});
   }
   return entries;
 }
 
-std::vector<Piece> statePieces(const Context &ctx, bool paramsOnly) {
+std::vector<Piece> statePieces(const Context &ctx, bool paramsOnly,
+                               const WholeParams &whole = {}) {
   std::vector<Piece> pieces;
-  for (const StateEntry &e : ctx.stateList())
-    if (!paramsOnly || e.isParam())
+  for (const StateEntry &e : ctx.stateList()) {
+    if (paramsOnly && !e.isParam())
+      continue;
+    if (auto w = whole.find(e.name); w != whole.end())
+      pieces.push_back({w->second.data.data(), w->second.data.size()});
+    else
       pieces.push_back({ctx.tensor(e.tensor).data, ctx.tensor(e.tensor).bytes});
+  }
   return pieces;
 }
+
+/// Copies the elements where the box of `from` (at fromStart, extent
+/// fromShape) and that of `to` overlap, both row-major in their own
+/// extents; returns how many.
+int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromStart,
+                    const std::vector<int64_t> &fromShape, uint8_t *to,
+                    const std::vector<int64_t> &toStart, const std::vector<int64_t> &toShape,
+                    size_t elem) {
+  size_t rank = toShape.size();
+  if (rank == 0) {
+    memcpy(to, from, elem);
+    return 1;
+  }
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(fromStart[d], toStart[d]);
+    hi[d] = std::min(fromStart[d] + fromShape[d], toStart[d] + toShape[d]);
+    if (hi[d] <= lo[d])
+      return 0;
+  }
+  std::vector<int64_t> fromStride(rank, 1), toStride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    fromStride[d] = fromStride[d + 1] * fromShape[d + 1];
+    toStride[d] = toStride[d + 1] * toShape[d + 1];
+  }
+  int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> at = lo; // the outer dimensions' index, odometer-style
+  int64_t copied = 0;
+  while (true) {
+    int64_t f = 0, t = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      f += (at[d] - fromStart[d]) * fromStride[d];
+      t += (at[d] - toStart[d]) * toStride[d];
+    }
+    memcpy(to + t * elem, from + f * elem, static_cast<size_t>(run) * elem);
+    copied += run;
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++at[d] < hi[d])
+        break;
+      at[d] = lo[d];
+    }
+    if (d == static_cast<size_t>(-1))
+      return copied;
+  }
+}
+
 
 std::string recordText(const std::string &dtype, const std::vector<int64_t> &shape) {
   return dtype + " " + shapeString(shape);
@@ -275,13 +334,27 @@ void copyRecords(Context &ctx, const MappedFile &f, const SafetensorsFile &st,
   for (const StateEntry &e : ctx.stateList())
     if (!paramsOnly || e.isParam())
       wanted[e.name] = &e;
+  // A shard's records are this rank's tensors; a params file's (paramsOnly)
+  // the whole ones, of which this rank takes its piece.
+  auto shapes = [&](const StateEntry &e, std::vector<int64_t> &global,
+                    std::vector<int64_t> &start) {
+    const Tensor &t = ctx.tensor(e.tensor);
+    if (paramsOnly) {
+      ctx.stateSlice(e, global, start);
+    } else {
+      global = t.shape;
+      start.assign(t.shape.size(), 0);
+    }
+  };
   for (const auto &[name, e] : wanted) {
     const Tensor &t = ctx.tensor(e->tensor);
-    std::string mine = recordText(safetensorsDtype(t.dtype), t.shape);
+    std::vector<int64_t> global, start;
+    shapes(*e, global, start);
+    std::string mine = recordText(safetensorsDtype(t.dtype), global);
     const SafetensorsRecord *r = st.find(name);
     if (!r)
       fail(f.path() + ": no tensor '" + name + "' (the program's " + kind + " " + mine + ")");
-    if (r->dtype != t.dtype || r->shape != t.shape)
+    if (r->dtype != t.dtype || r->shape != global)
       fail(f.path() + ": tensor '" + name + "' is " + recordText(r->dtypeName, r->shape) +
            ", the program's " + kind + " is " + mine);
   }
@@ -291,8 +364,16 @@ void copyRecords(Context &ctx, const MappedFile &f, const SafetensorsFile &st,
   for (const auto &[name, e] : wanted) {
     const Tensor &t = ctx.tensor(e->tensor);
     const SafetensorsRecord *r = st.find(name);
-    if (t.bytes)
-      memcpy(t.data, f.data() + st.dataOffset + r->begin, t.bytes);
+    if (!t.bytes)
+      continue;
+    const uint8_t *data = f.data() + st.dataOffset + r->begin;
+    std::vector<int64_t> global, start;
+    shapes(*e, global, start);
+    if (global == t.shape)
+      memcpy(t.data, data, t.bytes);
+    else
+      copyOverlap(data, std::vector<int64_t>(global.size(), 0), global,
+                  static_cast<uint8_t *>(t.data), start, t.shape, dtypeSize(t.dtype));
   }
 }
 } // namespace
@@ -350,52 +431,6 @@ SlicePiece parseSlice(const std::string &text, const SafetensorsRecord &r,
     p.start.push_back(a);
   }
   return p;
-}
-
-/// Copies the elements where the box of `from` (at fromStart, extent
-/// fromShape) and that of `to` overlap, both row-major in their own
-/// extents; returns how many.
-int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromStart,
-                    const std::vector<int64_t> &fromShape, uint8_t *to,
-                    const std::vector<int64_t> &toStart, const std::vector<int64_t> &toShape,
-                    size_t elem) {
-  size_t rank = toShape.size();
-  if (rank == 0) {
-    memcpy(to, from, elem);
-    return 1;
-  }
-  std::vector<int64_t> lo(rank), hi(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    lo[d] = std::max(fromStart[d], toStart[d]);
-    hi[d] = std::min(fromStart[d] + fromShape[d], toStart[d] + toShape[d]);
-    if (hi[d] <= lo[d])
-      return 0;
-  }
-  std::vector<int64_t> fromStride(rank, 1), toStride(rank, 1);
-  for (size_t d = rank - 1; d-- > 0;) {
-    fromStride[d] = fromStride[d + 1] * fromShape[d + 1];
-    toStride[d] = toStride[d + 1] * toShape[d + 1];
-  }
-  int64_t run = hi[rank - 1] - lo[rank - 1];
-  std::vector<int64_t> at = lo; // the outer dimensions' index, odometer-style
-  int64_t copied = 0;
-  while (true) {
-    int64_t f = 0, t = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      f += (at[d] - fromStart[d]) * fromStride[d];
-      t += (at[d] - toStart[d]) * toStride[d];
-    }
-    memcpy(to + t * elem, from + f * elem, static_cast<size_t>(run) * elem);
-    copied += run;
-    size_t d = rank - 1;
-    while (d-- > 0) {
-      if (++at[d] < hi[d])
-        break;
-      at[d] = lo[d];
-    }
-    if (d == static_cast<size_t>(-1))
-      return copied;
-  }
 }
 
 } // namespace
@@ -645,25 +680,66 @@ void CheckpointWriter::prune(int64_t step) {
 // --save, --init-weights
 //===----------------------------------------------------------------------===//
 
+WholeParams wholeSplitParams(const Context &ctx, comm::MpiComm *comm, bool shapesOnly) {
+  WholeParams whole;
+  for (const StateEntry &e : ctx.stateList()) {
+    const Tensor &t = ctx.tensor(e.tensor);
+    if (!e.isParam() || e.split.empty())
+      continue;
+    std::vector<int64_t> global, start;
+    ctx.stateSlice(e, global, start);
+    if (global == t.shape)
+      continue;
+    WholeTensor &w = whole[e.name];
+    w.shape = global;
+    size_t elem = dtypeSize(t.dtype);
+    w.data.assign(static_cast<size_t>(numElements(global)) * elem, 0);
+    if (shapesOnly)
+      continue;
+    if (!comm)
+      fail("state '" + e.name + "' is split over ranks: run under mpirun");
+    // Each member's piece and where it starts, gathered over the axes that
+    // split it; then put in place.
+    std::vector<int64_t> axes;
+    for (const std::vector<int64_t> &dim : e.split)
+      axes.insert(axes.end(), dim.begin(), dim.end());
+    comm::Communicator &group = comm->communicator(axes);
+    size_t n = static_cast<size_t>(group.size());
+    std::vector<uint8_t> pieces(n * t.bytes);
+    std::vector<int64_t> starts(n * start.size());
+    group.allGather(t.data, pieces.data(), t.bytes, HPCRT_U8);
+    group.allGather(start.data(), starts.data(), start.size(), HPCRT_I64);
+    for (size_t i = 0; i < n; ++i)
+      copyOverlap(pieces.data() + i * t.bytes,
+                  std::vector<int64_t>(starts.begin() + i * start.size(),
+                                       starts.begin() + (i + 1) * start.size()),
+                  t.shape, w.data.data(), std::vector<int64_t>(global.size(), 0), global, elem);
+  }
+  return whole;
+}
+
 void saveParams(const Context &ctx, const std::string &path, const CheckpointPlan &plan,
-                int64_t step) {
+                int64_t step, const WholeParams &whole) {
   std::map<std::string, std::string> meta = {
       {"format", "pt"}, {"hpc_plan_hash", plan.planHash}, {"hpc_step", std::to_string(step)}};
-  std::vector<uint8_t> header = safetensorsHeader(stateEntries(ctx, true), meta);
+  std::vector<uint8_t> header = safetensorsHeader(stateEntries(ctx, true, whole), meta);
   std::vector<Piece> pieces = {{header.data(), header.size()}};
-  for (const Piece &p : statePieces(ctx, true))
+  for (const Piece &p : statePieces(ctx, true, whole))
     pieces.push_back(p);
   writeAtomically(path, pieces);
 }
 
 std::vector<uint8_t> onnxWithParams(const Context &ctx, const std::string &source,
-                                    size_t *replaced, size_t *inlined) {
+                                    const WholeParams &whole, size_t *replaced, size_t *inlined) {
   std::map<std::string, InitializerData> values;
   for (const StateEntry &e : ctx.stateList()) {
     if (!e.isParam())
       continue;
     const Tensor &t = ctx.tensor(e.tensor);
-    values[e.name] = {t.dtype, t.shape, t.data, t.bytes};
+    if (auto w = whole.find(e.name); w != whole.end())
+      values[e.name] = {t.dtype, w->second.shape, w->second.data.data(), w->second.data.size()};
+    else
+      values[e.name] = {t.dtype, t.shape, t.data, t.bytes};
   }
   MappedFile f(source);
   size_t slash = source.rfind('/');

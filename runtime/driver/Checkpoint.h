@@ -33,6 +33,7 @@
 #include "Process.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -169,10 +170,24 @@ private:
   void prune(int64_t step);
 };
 
+/// Whole copies of the param state tensors a plan splits over ranks
+/// (tensor parallelism's pieces, ZeRO-3's rows), by name: the shape and
+/// row-major bytes of the whole tensor.
+struct WholeTensor {
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+using WholeParams = std::map<std::string, WholeTensor>;
+
+/// Every split param, gathered whole onto every rank of its split's group
+/// (a collective: every rank calls it); with `shapesOnly` no collective and
+/// zeros (a setup check of the shapes). Empty when no param is split.
+WholeParams wholeSplitParams(const Context &ctx, comm::MpiComm *comm, bool shapesOnly = false);
+
 /// `train --save`: every param state tensor, whole, under its name, in a
-/// plain safetensors file (replaced atomically).
+/// plain safetensors file (replaced atomically); a split one from `whole`.
 void saveParams(const Context &ctx, const std::string &path, const CheckpointPlan &plan,
-                int64_t step);
+                int64_t step, const WholeParams &whole = {});
 /// `train --save-onnx`: the ONNX model at `source` with the initializer of
 /// every param state tensor replaced by its value (as inline raw_data;
 /// external initializers are inlined too; runtime/io/OnnxInitializers.h).
@@ -180,9 +195,11 @@ void saveParams(const Context &ctx, const std::string &path, const CheckpointPla
 /// lacks an initializer of a param's name, dtype and shape. `replaced`
 /// (optional) gets the number of initializers replaced and inlined.
 std::vector<uint8_t> onnxWithParams(const Context &ctx, const std::string &source,
-                                    size_t *replaced = nullptr, size_t *inlined = nullptr);
+                                    const WholeParams &whole = {}, size_t *replaced = nullptr,
+                                    size_t *inlined = nullptr);
 /// `train --init-weights`: overwrites the param state tensors from a
-/// safetensors file by name (names, dtypes and shapes must match exactly).
+/// safetensors file by name (names, dtypes and whole shapes must match
+/// exactly; a split param takes this rank's piece of its record).
 /// Returns the bytes it mapped.
 uint64_t initParams(Context &ctx, const std::string &path);
 

@@ -323,12 +323,6 @@ void Trainer::setup() {
     if (faults_.lists(FaultKind::NanGrad) && ctx_->train().lossScaleInput < 0)
       fail("HPC_FAULT: nan-grad needs a program whose backward starts from the input "
            "hpc.loss_scale (manifest train.loss_scale_input): compile it again");
-    // Each rank holds only its rows of a ZeRO-3 parameter: files of whole
-    // parameters would need a gather first.
-    if (ctx_->zeroStage() == 3 &&
-        (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
-      fail("--save, --save-onnx and --init-weights need whole parameters; under ZeRO-3 each "
-           "rank holds its rows (checkpoints with --ckpt-dir work)");
     // Each pipeline stage holds its own layers' parameters.
     if (compiledProgram().stages > 1 &&
         (!o_.save.empty() || !o_.saveOnnx.empty() || !o_.initWeights.empty()))
@@ -470,7 +464,10 @@ void Trainer::checkOnnxSource() {
   if (onnxSource_.empty())
     fail("--save-onnx: the program records no source model (manifest model_path; compiled "
          "from MLIR or by an older hpc-opt): pass --onnx MODEL.onnx");
-  std::vector<uint8_t> model = onnxWithParams(*ctx_, onnxSource_);
+  // Split parameters (tensor parallelism, ZeRO-3) are written whole: their
+  // whole shapes are what the source model must have.
+  std::vector<uint8_t> model =
+      onnxWithParams(*ctx_, onnxSource_, wholeSplitParams(*ctx_, nullptr, /*shapesOnly=*/true));
   memory_.transient(2 * model.size());
 }
 
@@ -861,16 +858,26 @@ void Trainer::profileLine(int64_t step) {
 }
 
 void Trainer::finish(double wallS) {
+  // The parameters a plan splits over ranks, gathered whole (every rank
+  // takes part) for the files of whole parameters rank 0 writes.
+  WholeParams whole;
+  if (!o_.save.empty() || !o_.saveOnnx.empty()) {
+    whole = wholeSplitParams(*ctx_, mpi_.comm.get());
+    uint64_t bytes = 0;
+    for (const auto &[name, w] : whole)
+      bytes += w.data.size();
+    memory_.transient(bytes);
+  }
   if (!o_.save.empty())
     mpi_.step([&] {
       if (root_)
-        saveParams(*ctx_, o_.save, plan_, o_.steps);
+        saveParams(*ctx_, o_.save, plan_, o_.steps, whole);
     });
   if (!o_.saveOnnx.empty())
     mpi_.step([&] {
       if (!root_)
         return;
-      std::vector<uint8_t> model = onnxWithParams(*ctx_, onnxSource_);
+      std::vector<uint8_t> model = onnxWithParams(*ctx_, onnxSource_, whole);
       memory_.transient(2 * model.size());
       writeAtomically(o_.saveOnnx, {{model.data(), model.size()}});
     });
@@ -1044,8 +1051,19 @@ void printTrainInfo(const Context &ctx) {
     std::string init = e.init == StateInit::Weights
                            ? "weights at " + std::to_string(e.weightsOffset)
                            : std::string("zeros");
-    printf("state  %s: %s %s %s (init %s)\n", e.name.c_str(), dtypeName(x.dtype).c_str(),
-           shapeString(x.shape).c_str(), e.role.c_str(), init.c_str());
+    // A split tensor (tensor parallelism's pieces, ZeRO's rows): the whole
+    // shape and the axes that split it.
+    std::vector<int64_t> whole = x.shape;
+    std::string axes;
+    for (size_t d = 0; d < e.split.size(); ++d)
+      for (int64_t a : e.split[d]) {
+        whole[d] *= ctx.mesh()[a].size;
+        axes += (axes.empty() ? "" : ", ") + ("dim " + std::to_string(d) + " over ") +
+                ctx.mesh()[a].name;
+      }
+    std::string piece = axes.empty() ? "" : ", a piece of " + shapeString(whole) + ": " + axes;
+    printf("state  %s: %s %s %s (init %s%s)\n", e.name.c_str(), dtypeName(x.dtype).c_str(),
+           shapeString(x.shape).c_str(), e.role.c_str(), init.c_str(), piece.c_str());
   }
   printf("train: loss %s%s, batch %lld%s\n", t.loss.c_str(),
          t.labels.empty() ? "" : (" (labels '" + t.labels + "')").c_str(),

@@ -382,14 +382,35 @@ func.func @transposed_weight(%x: tensor<2x8x64xf32>, %w: tensor<100x64xf32>) -> 
 
 // -----
 
-// A transposed weight another op reads too stays.
+// A transposed weight another op reads too stays for it; the product
+// reads the weight in place all the same.
 // CHECK-LABEL: func @transposed_weight_two_uses
-// CHECK: hpc.transpose
-// CHECK: hpc.matmul
+// CHECK: %[[T:.+]] = hpc.transpose
+// CHECK: hpc.gemm %arg0, %arg1 {{.*}}trans_b = true
+// CHECK-NOT: hpc.matmul
+// CHECK: return %{{.+}}, %[[T]]
 func.func @transposed_weight_two_uses(%x: tensor<8x64xf32>, %w: tensor<100x64xf32>) -> (tensor<8x100xf32>, tensor<64x100xf32>) {
   %t = hpc.transpose %w {perm = array<i64: 1, 0>} : (tensor<100x64xf32>) -> tensor<64x100xf32>
   %y = hpc.matmul %x, %t : (tensor<8x64xf32>, tensor<64x100xf32>) -> tensor<8x100xf32>
   return %y, %t : tensor<8x100xf32>, tensor<64x100xf32>
+}
+
+// -----
+
+// The weight gradients of an unfused QKV projection: three products read
+// one transpose of their input (CSE); each is a gemm and the transpose goes.
+// CHECK-LABEL: func @weight_gradients_shared_input
+// CHECK-NOT: hpc.transpose
+// CHECK-COUNT-2: hpc.gemm %{{.+}}, %{{.+}} {{.*}}trans_a = true
+// CHECK-NOT: hpc.reduce_sum
+func.func @weight_gradients_shared_input(%x: tensor<2x8x64xf32>, %dq: tensor<2x8x32xf32>, %dk: tensor<2x8x32xf32>)
+    -> (tensor<1x64x32xf32>, tensor<1x64x32xf32>) {
+  %t = hpc.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x8x64xf32>) -> tensor<2x64x8xf32>
+  %p = hpc.matmul %t, %dq : (tensor<2x64x8xf32>, tensor<2x8x32xf32>) -> tensor<2x64x32xf32>
+  %s = hpc.reduce_sum %p {axes = array<i64: 0>} : (tensor<2x64x32xf32>) -> tensor<1x64x32xf32>
+  %p2 = hpc.matmul %t, %dk : (tensor<2x64x8xf32>, tensor<2x8x32xf32>) -> tensor<2x64x32xf32>
+  %s2 = hpc.reduce_sum %p2 {axes = array<i64: 0>} : (tensor<2x64x32xf32>) -> tensor<1x64x32xf32>
+  return %s, %s2 : tensor<1x64x32xf32>, tensor<1x64x32xf32>
 }
 
 // -----
