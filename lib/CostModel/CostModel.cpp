@@ -359,21 +359,24 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   CommGroup dpGroup = dataGroup(c, cfg);
   CommGroup edpGroup = expertDataGroup(c, cfg);
   double gd = denseParams * eb, ge = expertParams * eb;
-  double perMicro = 0, sync = 0;
+  // gather: ZeRO-1/2's updated rows, gathered back into the parameters
+  // after the update; only the later updates run beside it (the backward
+  // pass is over), as in the compiled step and DeepSpeed's.
+  double perMicro = 0, sync = 0, gather = 0;
   if (cfg.dp > 1) {
     switch (cfg.zero) {
     case 0:
       sync = allReduceTime(c, gd, dpGroup) + allReduceTime(c, ge, edpGroup);
       break;
     case 1:
-      sync = reduceScatterTime(c, gd, dpGroup) + allGatherTime(c, gd, dpGroup) +
-             reduceScatterTime(c, ge, edpGroup) + allGatherTime(c, ge, edpGroup);
+      sync = reduceScatterTime(c, gd, dpGroup) + reduceScatterTime(c, ge, edpGroup);
+      gather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
       break;
     case 2:
       // Partitioned gradients are reduce-scattered every micro-batch.
       perMicro = flatRingPassTime(c, gd, dpGroup) +
                  flatRingPassTime(c, ge, edpGroup);
-      sync = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
+      gather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
       break;
     default:
       // ZeRO-3 also gathers the parameters in forward, backward and
@@ -387,14 +390,15 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   s.zeroComm = o.overlapGradSync
                    ? std::max(0.0, perMicro - eff.overlap * s.compute)
                    : perMicro;
-  s.gradSync = o.overlapGradSync
-                   ? std::max(0.0, sync - eff.overlap * backward)
-                   : sync;
   double dpShard = double(cfg.dp), edpShard = double(cfg.dp / cfg.ep);
   double optimizerParams =
       cfg.zero >= 1 ? denseParams / dpShard + expertParams / edpShard
                     : denseParams + expertParams;
   s.optimizer = optimizerParams * optimizerTrafficBytes(o) / memBw;
+  s.gradSync = o.overlapGradSync
+                   ? std::max(0.0, sync - eff.overlap * backward) +
+                         std::max(0.0, gather - eff.overlap * s.optimizer)
+                   : sync + gather;
 
   s.perMicroBatch = s.compute + s.tpComm + s.moeComm + s.zeroComm + s.p2p;
   s.perStep = s.gradSync + s.optimizer;

@@ -1,6 +1,8 @@
 // The plan is attached to the IR for dist-partition: a dictionary on the
 // function and the stage and layer of every op (weights: their first user's).
-// RUN: hpc-opt %S/Inputs/mlp.mlir --dist-search="cluster=dgx-a100-80g:1 global-batch=8 table=0" | FileCheck %s --check-prefix=ONE
+// One stage of dp=8 (given: on 8 samples the searched plan is a pipeline,
+// ZeRO's gathers being exposed), and four stages of tp=2.
+// RUN: hpc-opt %S/Inputs/mlp.mlir --dist-search="cluster=dgx-a100-80g:1 global-batch=8 mesh=dp=8,tp=1,pp=1,zero=1,sp=0,recompute=0,mbs=1 table=0" | FileCheck %s --check-prefix=ONE
 // RUN: hpc-opt %S/Inputs/mlp.mlir --dist-search="cluster=dgx-a100-80g:1 global-batch=8 mesh=dp=1,tp=2,pp=4,zero=0,sp=0,recompute=0,mbs=2 table=0" | FileCheck %s --check-prefix=PP
 
 // ONE-LABEL: func.func @main
