@@ -154,9 +154,14 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     }
     // 3. Dimensions split differently: gather whole (or only over the
     // trailing axes where `to` keeps the leading ones: dp+tp rows into dp
-    // rows), 4. then slice.
+    // rows), 4. then slice (only over the trailing axes where `to` adds
+    // them: a tp piece into its dp rows, no gather).
+    auto extends = [](const std::vector<std::string> &more,
+                      const std::vector<std::string> &less) {
+      return more.size() > less.size() && std::equal(less.begin(), less.end(), more.begin());
+    };
     for (size_t d = 0; d < from.dims.size(); ++d) {
-      if (from.dims[d].empty() || from.dims[d] == to.dims[d])
+      if (from.dims[d].empty() || from.dims[d] == to.dims[d] || extends(to.dims[d], from.dims[d]))
         continue;
       std::vector<std::string> kept;
       if (to.dims[d].size() < from.dims[d].size() &&
@@ -172,9 +177,10 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     for (size_t d = 0; d < to.dims.size(); ++d) {
       if (to.dims[d].empty() || from.dims[d] == to.dims[d])
         continue;
-      int64_t g = groupOf(mesh, to.dims[d]);
+      std::vector<std::string> added(to.dims[d].begin() + from.dims[d].size(), to.dims[d].end());
+      int64_t g = groupOf(mesh, added);
       cur = AllSliceOp::create(b, loc, withDim(d, type().getDimSize(d) / g), cur,
-                               axesAttr(b, to.dims[d]), b.getI64IntegerAttr(d));
+                               axesAttr(b, added), b.getI64IntegerAttr(d));
     }
     return cur;
   }

@@ -203,8 +203,9 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
 
   /// The sharding the readers of `v` (the walk's dist.operand_shardings;
   /// through transposes, permuted back) all asked for, when it is one split
-  /// of one dimension over tp; `except` (the update) is not a reader.
-  std::optional<Sharding> askedByReaders(Value v, Operation *except) {
+  /// of one dimension over tp; `except` (the update and what ZeRO put
+  /// around it) are not readers.
+  std::optional<Sharding> askedByReaders(Value v, ArrayRef<Operation *> except) {
     std::optional<Sharding> asked;
     auto agree = [&](const Sharding &s) {
       if (asked && !(*asked == s))
@@ -214,7 +215,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     };
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
-      if (user == except)
+      if (llvm::is_contained(except, user))
         continue;
       if (auto attrs = user->getAttrOfType<ArrayAttr>("dist.operand_shardings")) {
         if (!agree(Sharding::fromAttr(cast<ShardingAttr>(attrs[use.getOperandNumber()]))))
@@ -226,7 +227,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       auto tr = dyn_cast<hpc::TransposeOp>(user);
       if (!tr)
         return std::nullopt;
-      std::optional<Sharding> of = askedByReaders(tr.getResult(), nullptr);
+      std::optional<Sharding> of = askedByReaders(tr.getResult(), {});
       if (!of)
         return std::nullopt;
       Sharding back = Sharding::replicated(of->dims.size());
@@ -248,39 +249,110 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     return splitDims == 1 ? asked : std::nullopt;
   }
 
-  /// After a first walk: each parameter (of an update no ZeRO stage
-  /// split) whose readers all take it in one tp split is held in that split
-  /// from now on (dist.sharding on it and its optimizer state), its gradient
-  /// reduced into it where the backward pass finishes it (over dp, as a
-  /// piece), and the update applied to the piece. No gradient is gathered
-  /// over tp and no rank updates another's piece. Whether any was split.
+  /// What dist-zero put around a ZeRO-1/2 update: this rank's rows of the
+  /// parameter (`mine`, the update's operand 0), their gather back
+  /// (`gathered`, which an hpc.assign writes into the parameter), the
+  /// gradient's rows as the update reads them (`grad`) and the gradient
+  /// where the backward pass finishes it (`raw`: whole, or rows under 2).
+  struct ZeroRows {
+    AnnotateOp mine, gathered, grad, raw;
+    SmallVector<Operation *> assigns;
+  };
+  static std::optional<ZeroRows> zeroRowsOf(Operation *update, hpc::VariableOp var) {
+    ZeroRows z;
+    z.mine = update->getOperand(0).getDefiningOp<AnnotateOp>();
+    z.grad = update->getOperand(1).getDefiningOp<AnnotateOp>();
+    if (!z.mine || !z.grad || z.mine.getInput() != var.getResult())
+      return std::nullopt;
+    for (Operation *user : z.mine.getResult().getUsers())
+      if (auto a = dyn_cast<AnnotateOp>(user))
+        z.gathered = a;
+    z.raw = rawGradient(z.grad.getInput()).getDefiningOp<AnnotateOp>();
+    for (Operation *user : var.getResult().getUsers())
+      if (isa<hpc::AssignOp>(user))
+        z.assigns.push_back(user);
+    if (!z.gathered || !z.raw || z.assigns.size() != 1)
+      return std::nullopt;
+    return z;
+  }
+
+  /// After a first walk: each parameter whose readers all take it in one tp
+  /// split is held in that split from now on (dist.sharding on it and its
+  /// optimizer state), its gradient reduced into it where the backward pass
+  /// finishes it (over dp, as a piece), and the update applied to the
+  /// piece. No gradient is gathered over tp and no rank updates another's
+  /// piece. Under ZeRO-1/2 the dp rows are then rows of the piece (tp
+  /// major): the state, the update's rows and the gradient's. ZeRO-3's
+  /// parameters keep their dp rows. Whether any was split.
   bool splitTensorParallelState(func::FuncOp func) {
     MLIRContext *ctx = &getContext();
-    SmallVector<std::pair<Operation *, Sharding>> chosen;
+    struct Choice {
+      Operation *update;
+      Sharding piece;
+      std::optional<ZeroRows> zero;
+    };
+    SmallVector<Choice> chosen;
     func.walk([&](Operation *update) {
-      if (!isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(update) ||
-          update->hasAttr("dist.updates_shard"))
+      if (!isa<hpc::SGDUpdateOp, hpc::AdamWUpdateOp>(update))
         return;
-      auto var = update->getOperand(0).getDefiningOp<hpc::VariableOp>();
+      Value param = update->getOperand(0);
+      if (auto mine = param.getDefiningOp<AnnotateOp>())
+        param = mine.getInput();
+      auto var = param.getDefiningOp<hpc::VariableOp>();
       if (!var || shardingOfVariable(var))
         return;
+      std::optional<ZeroRows> zero;
+      SmallVector<Operation *> except{update};
+      if (update->hasAttr("dist.updates_shard")) {
+        if (!(zero = zeroRowsOf(update, var)))
+          return;
+        except.append({zero->mine, zero->assigns.front()});
+      }
       for (unsigned i : hpc::inPlaceOperands(update)) {
         if (i == 0 || i >= update->getNumOperands())
           continue;
         auto state = update->getOperand(i).getDefiningOp<hpc::VariableOp>();
         if (!state || state.getValue() || !update->getOperand(i).hasOneUse() ||
-            shardingOfVariable(state))
+            (!zero && shardingOfVariable(state)))
           return;
       }
-      if (std::optional<Sharding> s = askedByReaders(var.getResult(), update))
-        chosen.push_back({update, *s});
+      std::optional<Sharding> piece = askedByReaders(var.getResult(), except);
+      if (!piece)
+        return;
+      if (zero) {
+        // The dp rows of the piece: its first dimension must divide.
+        auto type = cast<RankedTensorType>(var.getType());
+        int64_t rows = type.getDimSize(0) / groupOf(meshAttr, piece->dims[0]);
+        if (rows % groupOf(meshAttr, {"dp"}) != 0)
+          return;
+      }
+      chosen.push_back({update, *piece, zero});
     });
-    for (auto &[update, s] : chosen) {
-      ShardingAttr attr = s.toAttr(ctx);
-      update->getOperand(0).getDefiningOp()->setAttr("dist.sharding", attr);
+    for (Choice &c : chosen) {
+      Operation *update = c.update;
+      ShardingAttr piece = c.piece.toAttr(ctx);
+      Sharding rowsOfPiece = c.piece;
+      rowsOfPiece.dims[0].push_back("dp");
+      ShardingAttr rows = rowsOfPiece.toAttr(ctx);
+      if (c.zero) {
+        ZeroRows &z = *c.zero;
+        z.mine.getInput().getDefiningOp()->setAttr("dist.sharding", piece);
+        for (unsigned i : hpc::inPlaceOperands(update))
+          if (i > 0 && i < update->getNumOperands())
+            update->getOperand(i).getDefiningOp()->setAttr("dist.sharding", rows);
+        bool rawInRows = !Sharding::fromAttr(z.raw.getSharding()).isReplicated();
+        z.raw.setShardingAttr(rawInRows ? rows : piece);
+        z.grad.setShardingAttr(rows);
+        z.mine.setShardingAttr(rows);
+        z.gathered.setShardingAttr(piece);
+        // The gathered rows written into the parameter's piece, as they come.
+        z.assigns.front()->setAttr("dist.updates_shard", UnitAttr::get(ctx));
+        continue;
+      }
+      update->getOperand(0).getDefiningOp()->setAttr("dist.sharding", piece);
       for (unsigned i : hpc::inPlaceOperands(update))
         if (i > 0 && i < update->getNumOperands())
-          update->getOperand(i).getDefiningOp()->setAttr("dist.sharding", attr);
+          update->getOperand(i).getDefiningOp()->setAttr("dist.sharding", piece);
       // The gradient, where the backward pass finishes it, and as the
       // update reads it (after the clipping multiply).
       Value raw = rawGradient(update->getOperand(1));
@@ -289,11 +361,11 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&func.getBody().front());
-      auto reduced = AnnotateOp::create(b, update->getLoc(), raw.getType(), raw, attr);
+      auto reduced = AnnotateOp::create(b, update->getLoc(), raw.getType(), raw, piece);
       raw.replaceAllUsesExcept(reduced.getResult(), reduced);
       b.setInsertionPoint(update);
       Value grad = update->getOperand(1);
-      update->setOperand(1, AnnotateOp::create(b, update->getLoc(), grad.getType(), grad, attr));
+      update->setOperand(1, AnnotateOp::create(b, update->getLoc(), grad.getType(), grad, piece));
       update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
     }
     return !chosen.empty();
