@@ -317,7 +317,11 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
                       : allReduceTime(c, bytes, tpGroup);
       };
       double fwdComm = collective(fb);
-      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb));
+      // Sequence parallelism keeps a column-parallel product's input split
+      // along the sequence: the backward pass gathers it again for the
+      // weight gradient (Megatron-LM's too, and the compiled step's).
+      double regather = cfg.sp ? allGatherTime(c, fb, tpGroup) : 0;
+      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb) + regather);
       largestTPBuffer = std::max(largestTPBuffer, std::max(fb, bb));
     }
     if (l.numExperts > 0 && cfg.ep > 1) {
