@@ -92,7 +92,8 @@ inline mlir::Value rawGradient(mlir::Value grad) {
     mlir::Value next;
     for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
                         std::pair(mul.getRhs(), mul.getLhs())})
-      if (a.getType() == grad.getType() && mlir::cast<mlir::RankedTensorType>(b.getType()).getRank() == 0)
+      if (a.getType() == grad.getType() &&
+          mlir::cast<mlir::RankedTensorType>(b.getType()).getRank() == 0)
         next = a;
     if (!next)
       break;

@@ -130,7 +130,9 @@ bool storePieceMajor(hpc::WeightOp w) {
   int64_t length = piece.getDimSize(dim);
   int64_t groups = type.getDimSize(dim) / length;
   int64_t eltBytes = type.getElementTypeBitWidth() / 8;
-  auto pieceMajor = [&] { return hpc::pieceMajorBytes(*data, type.getShape(), eltBytes, dim, groups); };
+  auto pieceMajor = [&] {
+    return hpc::pieceMajorBytes(*data, type.getShape(), eltBytes, dim, groups);
+  };
   SmallVector<int64_t> majorShape{groups};
   llvm::append_range(majorShape, piece.getShape());
   auto majorType = RankedTensorType::get(majorShape, type.getElementType());
