@@ -265,13 +265,13 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
           SmallVector<int64_t> majorShape(local.getShape());
           majorShape[0] *= pieces;
           auto majorType = RankedTensorType::get(majorShape, type.getElementType());
-          auto dense = dyn_cast<DenseElementsAttr>(whole);
-          FailureOr<std::string> bytes = hpc::elementBytesOf(whole);
-          if (dense && dense.isSplat()) {
+          // A splat stays a splat (dist-weight-pieces' pieceData does the same).
+          if (auto dense = dyn_cast<DenseElementsAttr>(whole); dense && dense.isSplat()) {
             whole = dense.resizeSplat(majorType);
-          } else if (failed(bytes) || type.getElementTypeBitWidth() % 8 != 0) {
-            return op->emitOpError("has initial data the compiler cannot split");
           } else {
+            FailureOr<std::string> bytes = hpc::elementBytesOf(whole);
+            if (failed(bytes) || type.getElementTypeBitWidth() % 8 != 0)
+              return op->emitOpError("has initial data the compiler cannot split");
             std::string major = hpc::pieceMajorBytes(
                 *bytes, type.getShape(), type.getElementTypeBitWidth() / 8, dim, pieces);
             whole = hpc::elementsFromBytes(majorType, var.getName(),

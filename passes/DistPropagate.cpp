@@ -123,10 +123,6 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // A pass instance runs on many modules (one PassManager): nothing of the
     // last run's values may survive into this one.
     meshAttr = {};
-    current.clear();
-    weightDerived.clear();
-    weightSeeds.clear();
-    sequenceSplit.clear();
     if (!mesh.empty()) {
       std::string error;
       auto m = parseMesh(ctx, mesh, error);
@@ -187,7 +183,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     }
   }
 
-  /// Seeds and walks @main once, from nothing.
+  /// Seeds and walks @main once, from nothing (a pass instance runs on
+  /// many modules, and the tensor-parallel state walks twice).
   LogicalResult propagate(func::FuncOp func, bool megatron) {
     current.clear();
     weightDerived.clear();
@@ -353,19 +350,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       for (unsigned i : hpc::inPlaceOperands(update))
         if (i > 0 && i < update->getNumOperands())
           update->getOperand(i).getDefiningOp()->setAttr("dist.sharding", piece);
-      // The gradient, where the backward pass finishes it, and as the
-      // update reads it (after the clipping multiply).
-      Value raw = rawGradient(update->getOperand(1));
-      OpBuilder b(ctx);
-      if (Operation *def = raw.getDefiningOp())
-        b.setInsertionPointAfter(def);
-      else
-        b.setInsertionPointToStart(&func.getBody().front());
-      auto reduced = AnnotateOp::create(b, update->getLoc(), raw.getType(), raw, piece);
-      raw.replaceAllUsesExcept(reduced.getResult(), reduced);
-      b.setInsertionPoint(update);
-      Value grad = update->getOperand(1);
-      update->setOperand(1, AnnotateOp::create(b, update->getLoc(), grad.getType(), grad, piece));
+      annotateUpdateGradient(update, piece, piece);
       update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
     }
     return !chosen.empty();

@@ -102,6 +102,26 @@ inline mlir::Value rawGradient(mlir::Value grad) {
   return grad;
 }
 
+/// Annotates an optimizer update's gradient: where the backward pass
+/// finishes it (`finished`: the reduction happens there, so it can overlap
+/// the rest of the backward pass) and as the update reads it, after the
+/// clipping multiply (`read`). Used by dist-zero and by dist-propagate's
+/// tensor-parallel state.
+inline void annotateUpdateGradient(mlir::Operation *update, ShardingAttr finished,
+                                   ShardingAttr read) {
+  mlir::Value raw = rawGradient(update->getOperand(1));
+  mlir::OpBuilder b(update);
+  if (mlir::Operation *def = raw.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(update->getBlock());
+  auto reduced = AnnotateOp::create(b, update->getLoc(), raw.getType(), raw, finished);
+  raw.replaceAllUsesExcept(reduced.getResult(), reduced);
+  b.setInsertionPoint(update);
+  mlir::Value grad = update->getOperand(1);
+  update->setOperand(1, AnnotateOp::create(b, update->getLoc(), grad.getType(), grad, read));
+}
+
 } // namespace hpc::dist
 
 #endif // HPC_PASSES_DISTSHARDING_H

@@ -109,25 +109,13 @@ struct DistZero : hpc::impl::DistZeroBase<DistZero> {
         state->setAttr("dist.sharding", rowsAttr);
       }
 
+      // Where the backward pass finishes the gradient, it is reduced: whole
+      // (stage 1, as plain dp) or into rows (stage 2). The update reads its
+      // rows (stage 1: of the all-reduced, clipped gradient; stage 2: the
+      // clipping multiply kept them).
+      annotateUpdateGradient(update, stage >= 2 ? rowsAttr : whole, rowsAttr);
       OpBuilder b(update);
       Location loc = update->getLoc();
-      {
-        // Where the backward pass finishes the gradient, it is reduced:
-        // whole (stage 1, as plain dp) or into rows (stage 2).
-        Value raw = rawGradient(update->getOperand(1));
-        if (Operation *def = raw.getDefiningOp())
-          b.setInsertionPointAfter(def);
-        else
-          b.setInsertionPointToStart(&body);
-        auto reduced = AnnotateOp::create(b, loc, raw.getType(), raw,
-                                          stage >= 2 ? rowsAttr : whole);
-        raw.replaceAllUsesExcept(reduced.getResult(), reduced);
-        b.setInsertionPoint(update);
-      }
-      // Stage 1: the (all-reduced, clipped) gradient's rows; stage 2: it is
-      // already in rows (the clipping multiply kept them).
-      Value grad = update->getOperand(1);
-      update->setOperand(1, AnnotateOp::create(b, loc, grad.getType(), grad, rowsAttr));
       update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
       if (stage == 3) {
         // The parameter itself in rows (its initial value too): each use
