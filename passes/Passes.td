@@ -172,6 +172,28 @@ def HPCUnfuseSplitProjections : Pass<"hpc-unfuse-split-projections", "mlir::Modu
   }];
 }
 
+def HPCRouteExperts : Pass<"hpc-route-experts", "mlir::ModuleOp"> {
+  let summary = "Routed mixture-of-experts layers instead of the exporters' dense dispatch";
+  let description = [{
+    A mixture-of-experts layer exported with a dense dispatch (every expert
+    on every token, weighted by a [tokens, experts] gate matrix that is zero
+    for the unchosen experts: scripts/export_transformers.py's Mixtral)
+    becomes a routed one: hpc.moe_route gives each token's top-k choices a
+    row of the chosen expert's buffer, hpc.moe_dispatch fills the
+    [experts, capacity, hidden] buffers, the experts' products run on them,
+    and hpc.moe_gather brings each token's rows back, weighted by its gates.
+    The capacity is `ceil(capacity-factor * k * tokens / experts)` rows
+    (choices past it are dropped: they add nothing to the token's output),
+    or every token with capacity-factor 0, which equals the dense dispatch.
+    A layer whose experts do anything but per-token work stays dense.
+  }];
+  let options = [
+    Option<"capacityFactor", "capacity-factor", "double", /*default=*/"0.0",
+           "Rows of an expert's buffer as a multiple of its share k*tokens/experts; "
+           "0: every token (no choice dropped)">,
+  ];
+}
+
 def HPCAppendLoss : Pass<"hpc-append-loss", "mlir::ModuleOp"> {
   let summary = "Make @main return one scalar loss of its outputs";
   let description = [{

@@ -13,6 +13,12 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   pm.addPass(mlir::createCSEPass());
   if (options.fuse)
     pm.addPass(createHPCFuseComposites());
+  // Before the train step: the backward pass is built from the routed layers.
+  if (options.moeDispatch == "routed") {
+    HPCRouteExpertsOptions route;
+    route.capacityFactor = options.moeCapacityFactor;
+    pm.addPass(createHPCRouteExperts(route));
+  }
   if (options.train) {
     buildTrainPipeline(pm, options);
     pm.addPass(mlir::createCanonicalizerPass());

@@ -21,23 +21,13 @@ Needs build/bin/hpc-opt (or --hpc-opt), numpy, and mpirun with --mesh;
 exits 1 when a check fails.
 """
 import argparse
-import json
 import os
 import sys
 import tempfile
 
-from mpibench import HPC_OPT, add_gpt_args, gpt_with_tokens, train_variants
+from mpibench import HPC_OPT, add_gpt_args, gpt_with_tokens, train_summary, train_variants
 
 MODES = ("none", "full", "selective")
-
-
-def summary(path):
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    steps = [r for r in rows if "loss" in r and "step" in r]
-    later = [r["step_ms"] for r in steps[1:]] or [r["step_ms"] for r in steps]
-    return (next(r for r in rows if r.get("summary")), {r["step"]: r["loss"] for r in steps},
-            sum(later) / len(later))
 
 
 def main():
@@ -58,7 +48,7 @@ def main():
         print(summary_line)
         paths = train_variants(d, a, model, {m: [f"--recompute={m}"] for m in MODES},
                                a.mesh, a.hpc_opt)
-        results = {mode: summary(path) for mode, path in paths.items()}
+        results = {mode: train_summary(path) for mode, path in paths.items()}
         base, base_losses, base_ms = results["none"]
         bounds = {"none": None, "full": a.full_bound, "selective": a.selective_bound}
         ok = True

@@ -522,6 +522,57 @@ def top_k(x_shape, k, axis, largest):
     return build
 
 
+# Routed choices of 5 tokens among 3 experts (top-2); with capacity 2,
+# expert 0's fourth and fifth choices and expert 2's third are dropped.
+MOE_EXPERTS = [[0, 2], [1, 0], [0, 1], [2, 0], [0, 2]]
+
+
+def moe_slots(g, num_experts, capacity):
+    idx = g.const(np.array(MOE_EXPERTS), "i64")
+    shape = np.array(MOE_EXPERTS).shape
+    slots, _ = g.op("moe_route", [idx], {"capacity": i64(capacity),
+                                          "num_experts": i64(num_experts)},
+                    outs=[(shape, "i64"), ((num_experts,), "i64")])
+    return slots
+
+
+def moe_dispatch(per_choice, capacity):
+    def build(g):
+        t, k = np.array(MOE_EXPERTS).shape
+        shape = (t, k, 4) if per_choice else (t, 4)
+        x = g.input("x", uniform(-1, 1)(g.rng, shape))
+        slots = moe_slots(g, 3, capacity)
+        return [g.op("moe_dispatch", [x, slots], {"capacity": i64(capacity),
+                                                  "num_experts": i64(3)},
+                     out=(3, capacity, 4))]
+    return build
+
+
+def moe_gather(capacity):
+    def build(g):
+        t, k = np.array(MOE_EXPERTS).shape
+        buf = g.input("buffer", uniform(-1, 1)(g.rng, (3, capacity, 4)))
+        return [g.op("moe_gather", [buf, moe_slots(g, 3, capacity)], out=(t, k, 4))]
+    return build
+
+
+def moe_layer(g):
+    """A routed layer: dispatch, one batched product per expert, gather,
+    the gates' weighted sum."""
+    t, k = np.array(MOE_EXPERTS).shape
+    x = g.input("x", uniform(-1, 1)(g.rng, (t, 4)))
+    w = g.input("w", uniform(-1, 1)(g.rng, (3, 4, 3)))
+    gates = g.input("gates", uniform(0.1, 1)(g.rng, (t, k, 1)))
+    slots = moe_slots(g, 3, 2)
+    buf = g.op("moe_dispatch", [x, slots], {"capacity": i64(2), "num_experts": i64(3)},
+               out=(3, 2, 4))
+    y = g.op("matmul", [buf, w], out=(3, 2, 3))
+    rows = g.op("moe_gather", [y, slots], out=(t, k, 3))
+    weighted = g.op("mul", [rows, gates], out=(t, k, 3))
+    return [g.op("reduce_sum", [weighted], {"axes": i64s([1]), "keepdims": "false"},
+                 out=(t, 3))]
+
+
 def view(op, x_shape, attrs, out):
     return lambda g: [g.op(op, [g.input("x", uniform(-1, 1)(g.rng, x_shape))], attrs, out=out)]
 
@@ -721,6 +772,12 @@ def cases():
              scatter_elements((2, 5), [[0, 0, 3], [4, -1, 1]], 1, "add")),
         Case("top_k", "top_k", top_k((3, 5), 2, 1, True)),
         Case("top_k_smallest_axis0", "top_k", top_k((4, 3), 3, 0, False)),
+        # Mixture of experts (moe_route has no gradient: its slots are integers).
+        Case("moe_dispatch", "moe_dispatch", moe_dispatch(False, 2)),
+        Case("moe_dispatch_per_choice", "moe_dispatch", moe_dispatch(True, 2)),
+        Case("moe_dispatch_no_drops", "moe_dispatch", moe_dispatch(False, 5)),
+        Case("moe_gather", "moe_gather", moe_gather(2)),
+        Case("moe_layer", "moe_gather", moe_layer),
         # Data movement.
         Case("reshape", "reshape", view("reshape", (2, 3, 4), {"shape": i64s([4, 6])}, (4, 6))),
         Case("squeeze", "squeeze",

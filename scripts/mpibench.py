@@ -38,14 +38,16 @@ def add_gpt_args(ap, layers, embd, heads, vocab, seq, batch, steps):
 
 def gpt_with_tokens(d, a):
     """Writes d/gpt.onnx (scripts/gen_gpt.py of a.layers, a.embd, a.heads,
-    a.vocab, a.seq) and a.batch * a.steps random token rows as
+    a.vocab, a.seq, and a.experts, a.top_k where a has them) and a.batch * a.steps random token rows as
     d/input_ids.npy and d/labels.npy (shifted by one); returns the model
     path and gen_gpt's summary line."""
     import numpy as np
     model = f"{d}/gpt.onnx"
+    experts = ["--experts", str(a.experts), "--top-k", str(a.top_k)] \
+        if getattr(a, "experts", 0) else []
     out = run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
                str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
-               str(a.vocab), "--max-pos", str(a.seq), "-o", model])
+               str(a.vocab), "--max-pos", str(a.seq), *experts, "-o", model])
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
     np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
@@ -79,3 +81,15 @@ def train_variants(d, a, model, variants, mesh="", hpc_opt=HPC_OPT):
                       metrics[name]])
     return metrics
 
+
+def train_summary(path):
+    """A train --metrics file's summary record, its losses by step, and the
+    mean step time in ms of the steps after the first (the first pays for
+    start-up)."""
+    import json
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    steps = [r for r in rows if "loss" in r and "step" in r]
+    later = [r["step_ms"] for r in steps[1:]] or [r["step_ms"] for r in steps]
+    return (next(r for r in rows if r.get("summary")), {r["step"]: r["loss"] for r in steps},
+            sum(later) / len(later))

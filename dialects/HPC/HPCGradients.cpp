@@ -628,6 +628,25 @@ LogicalResult gradTopK(TopKOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dx
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: dispatch and gather are each other's transposes (a
+// slot holds one choice)
+//===----------------------------------------------------------------------===//
+
+LogicalResult gradMoEDispatch(MoEDispatchOp op, GraphBuilder &g, ArrayRef<Value> dy,
+                              Grads &dxs) {
+  Value rows = g.op<MoEGatherOp>({dy[0], op.getSlots()});
+  // One input row serves all of a token's choices: their gradients add.
+  dxs[0] = rankOf(op.getInput()) == 2 ? g.reduceSum(rows, {1}, false) : rows;
+  return success();
+}
+LogicalResult gradMoEGather(MoEGatherOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
+  ArrayRef<int64_t> buffer = shapeOf(op.getBuffer());
+  dxs[0] = g.op<MoEDispatchOp>({dy[0], op.getSlots()},
+                               {g.i64("num_experts", buffer[0]), g.i64("capacity", buffer[1])});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 
@@ -853,6 +872,8 @@ void hpc::registerGradientModels(MLIRContext *ctx) {
   attach<GatherElementsOp, gradGatherElements>(ctx);
   attach<ScatterElementsOp, gradScatterElements>(ctx);
   attach<TopKOp, gradTopK>(ctx);
+  attach<MoEDispatchOp, gradMoEDispatch>(ctx);
+  attach<MoEGatherOp, gradMoEGather>(ctx);
   attach<ReshapeOp, gradReshape>(ctx);
   attach<SqueezeOp, gradSqueeze>(ctx);
   attach<UnsqueezeOp, gradUnsqueeze>(ctx);

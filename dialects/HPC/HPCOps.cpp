@@ -851,6 +851,72 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// The routed slots `[tokens, k]` and the buffer's experts and capacity,
+/// checked against each other.
+static LogicalResult checkRouting(std::optional<Location> loc, RankedTensorType slots,
+                                  int64_t numExperts, int64_t capacity, StringRef what) {
+  if (slots.getRank() != 2)
+    return emitOptionalError(loc, what, " must be [tokens, k], got rank ", slots.getRank());
+  if (numExperts < 1 || capacity < 1)
+    return emitOptionalError(loc, "num_experts (", numExperts, ") and capacity (", capacity,
+                             ") must be positive");
+  int64_t k = slots.getDimSize(1);
+  if (k != kDyn && (k < 1 || k > numExperts))
+    return emitOptionalError(loc, "top-k of ", k, " does not fit ", numExperts, " experts");
+  return success();
+}
+
+LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto experts = ranked(loc, adaptor.getExperts().getType(), "experts");
+  if (failed(experts) || failed(checkRouting(loc, *experts, adaptor.getNumExperts(),
+                                             adaptor.getCapacity(), "experts")))
+    return failure();
+  Type i64 = IntegerType::get(context, 64);
+  inferred.push_back(RankedTensorType::get(experts->getShape(), i64));
+  return push(inferred, {adaptor.getNumExperts()}, i64);
+}
+
+LogicalResult MoEDispatchOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto input = ranked(loc, adaptor.getInput().getType(), "input");
+  auto slots = ranked(loc, adaptor.getSlots().getType(), "slots");
+  if (failed(input) || failed(slots) ||
+      failed(checkRouting(loc, *slots, adaptor.getNumExperts(), adaptor.getCapacity(), "slots")))
+    return failure();
+  int64_t rank = input->getRank();
+  ArrayRef<int64_t> in = input->getShape(), sl = slots->getShape();
+  if (rank != 2 && rank != 3)
+    return emitOptionalError(loc, "input must be [tokens, hidden] or [tokens, k, hidden]");
+  if (in[0] != sl[0] || (rank == 3 && in[1] != sl[1]))
+    return emitOptionalError(loc, "input ", shapeString(in), " does not match slots ",
+                             shapeString(sl));
+  return push(inferred, {adaptor.getNumExperts(), adaptor.getCapacity(), in.back()},
+              input->getElementType());
+}
+
+LogicalResult MoEGatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto buffer = ranked(loc, adaptor.getBuffer().getType(), "buffer");
+  auto slots = ranked(loc, adaptor.getSlots().getType(), "slots");
+  if (failed(buffer) || failed(slots))
+    return failure();
+  if (buffer->getRank() != 3)
+    return emitOptionalError(loc, "buffer must be [experts, capacity, hidden], got rank ",
+                             buffer->getRank());
+  ArrayRef<int64_t> b = buffer->getShape(), sl = slots->getShape();
+  if (slots->getRank() != 2)
+    return emitOptionalError(loc, "slots must be [tokens, k], got rank ", slots->getRank());
+  if (b[0] != kDyn && b[1] != kDyn && failed(checkRouting(loc, *slots, b[0], b[1], "slots")))
+    return failure();
+  return push(inferred, {sl[0], sl[1], b[2]}, buffer->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

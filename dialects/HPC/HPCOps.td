@@ -573,6 +573,55 @@ def HPC_TopKOp : HPC_InferOp<"top_k"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: routing into per-expert buffers of static capacity
+//===----------------------------------------------------------------------===//
+
+def HPC_MoERouteOp : HPC_InferOp<"moe_route"> {
+  let summary = "Slots of the per-expert buffers each token's chosen experts give it";
+  let description = [{
+    `experts` is `[tokens, k]`: each token's chosen experts (top-k's
+    indices), in `[0, num_experts)`. Each expert's buffer holds `capacity`
+    rows; a choice takes the expert's next free row, choices in priority
+    order: every token's first choice in token order, then every second
+    choice, and so on (GShard). `slots[t, j]` is `expert * capacity + row`,
+    or -1 when the expert's buffer was full (the choice is dropped).
+    `load[e]` counts the choices of expert e, dropped ones included, so the
+    dropped choices are `sum(max(load - capacity, 0))`.
+  }];
+  let arguments = (ins RankedTensorOf<[AnyInteger]>:$experts, I64Attr:$num_experts,
+                   I64Attr:$capacity);
+  let results = (outs RankedTensorOf<[I64]>:$slots, RankedTensorOf<[I64]>:$load);
+  let assemblyFormat = "$experts attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_MoEDispatchOp : HPC_InferOp<"moe_dispatch"> {
+  let summary = "Rows into the per-expert buffers at their routed slots";
+  let description = [{
+    `input` is `[tokens, hidden]` (one row for all of a token's choices) or
+    `[tokens, k, hidden]` (a row per choice); `slots` is moe_route's. The
+    result is `[num_experts, capacity, hidden]`: row `s` (flattened) holds
+    the row routed to slot `s`, and zeros where no choice was routed.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, RankedTensorOf<[I64]>:$slots,
+                   I64Attr:$num_experts, I64Attr:$capacity);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_MoEGatherOp : HPC_InferOp<"moe_gather"> {
+  let summary = "Each token's rows back from the per-expert buffers";
+  let description = [{
+    `buffer` is `[num_experts, capacity, hidden]`, `slots` moe_route's
+    `[tokens, k]`; the result `[tokens, k, hidden]` holds the buffer's row
+    at each slot, zeros for a dropped choice. The transpose of moe_dispatch
+    (each slot holds one choice).
+  }];
+  let arguments = (ins AnyRankedTensor:$buffer, RankedTensorOf<[I64]>:$slots);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

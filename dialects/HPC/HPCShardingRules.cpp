@@ -484,6 +484,52 @@ ShardingRule TopKOp::getShardingRule() {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// Routing fills each expert's buffer in token order over the whole batch
+/// (capacity and drops are the global batch's), so the tokens stay whole
+/// for the route and the dispatch; only the hidden dimension splits. The
+/// gather reads whole buffers and may split its tokens.
+ShardingRule MoERouteOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> e = shapeOf(getExperts());
+  int64_t t = rule.addFactor(e[0], Kind::NeedsReplication);
+  int64_t k = rule.addFactor(e[1], Kind::NeedsReplication);
+  int64_t n = rule.addFactor(getNumExperts(), Kind::NeedsReplication);
+  rule.operandDims = {{t, k}};
+  rule.resultDims = {{t, k}, {n}};
+  return rule;
+}
+
+ShardingRule MoEDispatchOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  int64_t t = rule.addFactor(in[0], Kind::NeedsReplication);
+  int64_t k = rule.addFactor(shapeOf(getSlots())[1], Kind::NeedsReplication);
+  int64_t e = rule.addFactor(out[0], Kind::NeedsReplication);
+  int64_t c = rule.addFactor(out[1], Kind::NeedsReplication);
+  int64_t h = rule.addFactor(out[2]);
+  rule.operandDims = {in.size() == 3 ? SmallVector<int64_t>{t, k, h} : SmallVector<int64_t>{t, h},
+                      {t, k}};
+  rule.resultDims = {{e, c, h}};
+  return rule;
+}
+
+ShardingRule MoEGatherOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> buf = shapeOf(getBuffer()), out = shapeOf(getResult());
+  int64_t e = rule.addFactor(buf[0], Kind::NeedsReplication);
+  int64_t c = rule.addFactor(buf[1], Kind::NeedsReplication);
+  int64_t h = rule.addFactor(buf[2]);
+  int64_t t = rule.addFactor(out[0]);
+  int64_t k = rule.addFactor(out[1]);
+  rule.operandDims = {{e, c, h}, {t, k}};
+  rule.resultDims = {{t, k, h}};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

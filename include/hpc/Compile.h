@@ -49,6 +49,9 @@ struct FlowOptions {
 /// The project's version ("MAJOR.MINOR.PATCH"), as CMake's project() says.
 const char *version();
 
+/// `value` as printf's %g writes it ("0.5", "-1"), for messages.
+std::string shortNumber(double value);
+
 /// Checks the combinations of `options` the pipeline cannot run (a ZeRO
 /// stage without a dp axis, a loss without train, ...); false with the
 /// reason, in the pipeline's option names, in `error`.

@@ -132,6 +132,18 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                     llvm::cl::desc("Fuse GELU/SiLU/RMSNorm decompositions, and bias adds "
                                    "and activations into gemm/conv epilogues"),
                     llvm::cl::init(true)};
+  Option<std::string> moeDispatch{
+      *this, "moe-dispatch",
+      llvm::cl::desc("routed (default): mixture-of-experts layers exported with a dense "
+                     "dispatch compute only the chosen experts (hpc-route-experts); dense: "
+                     "as exported, every expert on every token"),
+      llvm::cl::init("routed")};
+  Option<double> moeCapacityFactor{
+      *this, "moe-capacity-factor",
+      llvm::cl::desc("With moe-dispatch=routed: rows of each expert's buffer as a multiple "
+                     "of k*tokens/experts, choices past them dropped; 0 (default): every "
+                     "token, nothing dropped"),
+      llvm::cl::init(0.0)};
   Option<bool> weightPieces{
       *this, "weight-pieces",
       llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "

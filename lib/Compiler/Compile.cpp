@@ -31,6 +31,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -517,6 +518,12 @@ void hpc::matchSearchToStep(DistSearchOptions &so, const CompileOptions &options
                                               : "off";
 }
 
+std::string hpc::shortNumber(double value) {
+  char text[32];
+  snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
 bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error) {
   auto fail = [&](const llvm::Twine &message) {
     error = message.str();
@@ -592,6 +599,11 @@ bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error
   PipelineSchedule schedule;
   if (!parsePipelineSchedule(options.pipelineSchedule, schedule, error))
     return false;
+  if (options.moeDispatch != "routed" && options.moeDispatch != "dense")
+    return fail("moe-dispatch must be routed or dense, not '" + options.moeDispatch + "'");
+  if (!(options.moeCapacityFactor >= 0))
+    return fail("moe-capacity-factor must be >= 0 (0: no token is dropped), not " +
+                hpc::shortNumber(options.moeCapacityFactor));
   if (options.microBatches < 1)
     return fail("micro-batches must be at least 1, not " +
                 std::to_string(options.microBatches));

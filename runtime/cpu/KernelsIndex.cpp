@@ -251,3 +251,109 @@ HPCRT_KERNEL(top_k) {
     });
   });
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (hpc.moe_route, moe_dispatch, moe_gather)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The slots of a `[tokens, k]` routing against a buffer of `rows` rows,
+/// each -1 (dropped) or in range.
+void checkSlots(const Tensor &slots, int64_t rows, const char *what) {
+  checkDtype(slots, HPCRT_I64, "slots");
+  if (slots.rank() != 2)
+    fail(std::string(what) + ": slots must be [tokens, k], got " + shapeString(slots.shape));
+  const int64_t *s = slots.as<int64_t>();
+  for (int64_t i = 0; i < slots.numel; ++i)
+    if (s[i] < -1 || s[i] >= rows)
+      fail(std::string(what) + ": slot " + std::to_string(s[i]) + " is out of range for " +
+           std::to_string(rows) + " buffer rows");
+}
+
+} // namespace
+
+HPCRT_KERNEL(moe_route) {
+  c.expect(2, 1);
+  Tensor &experts = c.in(0), &slots = c.out(0), &load = c.out(1);
+  int64_t capacity = c.i(), numExperts = c.i();
+  checkDtype(slots, HPCRT_I64, "slots result");
+  checkDtype(load, HPCRT_I64, "load result");
+  checkShape(slots, experts.shape, "slots result");
+  checkShape(load, {numExperts}, "load result");
+  if (experts.rank() != 2)
+    fail("moe_route: experts must be [tokens, k], got " + shapeString(experts.shape));
+  std::vector<int64_t> chosen = readIndices(experts);
+  int64_t tokens = experts.shape[0], k = experts.shape[1];
+  int64_t *s = slots.as<int64_t>(), *n = load.as<int64_t>();
+  std::fill(n, n + numExperts, 0);
+  // Sequential by design: a choice's row depends on every choice before it
+  // in priority order (all first choices, then all second choices, ...).
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < tokens; ++t) {
+      int64_t e = chosen[t * k + j];
+      if (e < 0 || e >= numExperts)
+        fail("moe_route: expert " + std::to_string(e) + " is out of range for " +
+             std::to_string(numExperts) + " experts");
+      int64_t row = n[e]++;
+      s[t * k + j] = row < capacity ? e * capacity + row : -1;
+    }
+}
+
+HPCRT_KERNEL(moe_dispatch) {
+  c.expect(1, 2);
+  Tensor &x = c.in(0), &slots = c.in(1), &y = c.out();
+  int64_t capacity = c.i(), numExperts = c.i();
+  checkSameDtype(x, y, "moe_dispatch");
+  int64_t hidden = x.shape.back();
+  checkShape(y, {numExperts, capacity, hidden}, "result");
+  checkSlots(slots, numExperts * capacity, "moe_dispatch");
+  int64_t tokens = slots.shape[0], k = slots.shape[1];
+  bool perChoice = x.rank() == 3;
+  checkShape(x, perChoice ? std::vector<int64_t>{tokens, k, hidden}
+                          : std::vector<int64_t>{tokens, hidden},
+             "input");
+  size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(x.dtype);
+  const int64_t *s = slots.as<int64_t>();
+  const uint8_t *src = x.as<uint8_t>();
+  uint8_t *dst = y.as<uint8_t>();
+  // Which choice fills each buffer row (-1: none, the row is zero).
+  std::vector<int64_t> source(static_cast<size_t>(numExperts * capacity), -1);
+  for (int64_t i = 0; i < tokens * k; ++i)
+    if (s[i] >= 0)
+      source[s[i]] = i;
+  double cost = static_cast<double>(rowBytes) / 4;
+  parallelFor(numExperts * capacity, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t i = source[r];
+      if (i < 0)
+        memset(dst + r * rowBytes, 0, rowBytes);
+      else
+        memcpy(dst + r * rowBytes, src + (perChoice ? i : i / k) * rowBytes, rowBytes);
+    }
+  });
+}
+
+HPCRT_KERNEL(moe_gather) {
+  c.expect(1, 2);
+  Tensor &buffer = c.in(0), &slots = c.in(1), &y = c.out();
+  checkSameDtype(buffer, y, "moe_gather");
+  if (buffer.rank() != 3)
+    fail("moe_gather: buffer must be [experts, capacity, hidden], got " +
+         shapeString(buffer.shape));
+  checkSlots(slots, buffer.shape[0] * buffer.shape[1], "moe_gather");
+  int64_t hidden = buffer.shape[2];
+  checkShape(y, {slots.shape[0], slots.shape[1], hidden}, "result");
+  size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(buffer.dtype);
+  const int64_t *s = slots.as<int64_t>();
+  const uint8_t *src = buffer.as<uint8_t>();
+  uint8_t *dst = y.as<uint8_t>();
+  parallelFor(slots.numel, static_cast<double>(rowBytes) / 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (s[i] < 0)
+        memset(dst + i * rowBytes, 0, rowBytes);
+      else
+        memcpy(dst + i * rowBytes, src + s[i] * rowBytes, rowBytes);
+    }
+  });
+}

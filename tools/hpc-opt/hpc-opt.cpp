@@ -36,6 +36,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -408,6 +409,22 @@ static void trainOptions(hpc::CompileOptions &options) {
   options.pipelineSchedule = pipelineScheduleFlag;
 }
 
+static llvm::cl::opt<std::string> moeDispatchFlag(
+    "moe-dispatch",
+    llvm::cl::desc("routed (default): a mixture-of-experts layer exported with a dense "
+                   "dispatch (every expert on every token, a gate matrix zero for the "
+                   "unchosen experts) computes only each token's top-k experts, routed "
+                   "into per-expert buffers; dense: as exported (for comparison)"),
+    llvm::cl::init("routed"), llvm::cl::cat(compileCategory));
+
+static llvm::cl::opt<double> moeCapacityFactorFlag(
+    "moe-capacity-factor",
+    llvm::cl::desc("With --moe-dispatch=routed: each expert's buffer holds "
+                   "ceil(F * k * tokens / experts) rows, and a token's choices past them "
+                   "are dropped (counted in the metrics); 0 (default): every token, "
+                   "nothing dropped, the dense dispatch's results"),
+    llvm::cl::init(0.0), llvm::cl::cat(compileCategory));
+
 /// The --precision of the command line (checked in main).
 static hpc::Precision precision() {
   return hpc::parsePrecision(precisionFlag).value_or(hpc::Precision::FP32);
@@ -418,6 +435,8 @@ static void commandLineOptions(hpc::CompileOptions &options) {
   options.fuse = !noFuse;
   options.weightPieces = !noWeightPieces;
   options.blockedLayouts = !noBlockedLayouts;
+  options.moeDispatch = moeDispatchFlag;
+  options.moeCapacityFactor = moeCapacityFactorFlag;
   if (precisionFlag.getNumOccurrences()) // unset: a search plans its default dtype
     options.precision = precision();
   partitionOptions(options);
@@ -619,9 +638,23 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
   auto module = hpc::importONNXFile(context, inputFile, options, error);
   if (!module)
     return userError(error);
+  // Mixture-of-experts layers are routed before the train step and
+  // partitioning, and after a search (which plans the imported model), as
+  // hpc-compile does.
+  auto routeExperts = [&] {
+    if (moeDispatchFlag != "routed")
+      return true;
+    PassManager route(&context);
+    hpc::HPCRouteExpertsOptions routeOptions;
+    routeOptions.capacityFactor = moeCapacityFactorFlag;
+    route.addPass(hpc::createHPCRouteExperts(routeOptions));
+    return succeeded(route.run(*module));
+  };
   // The train step is built before partitioning, and after a search, which
   // plans the forward model with the train step's optimizer and precision.
   bool search = !clusterSpec.empty() || autoParallel;
+  if (!search && !routeExperts())
+    return 1;
   if (trainFlag && !search && !buildTrainStep(context, *module))
     return 1;
   if (search || !meshSpec.empty()) {
@@ -667,6 +700,8 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
     if (failed(pm.run(*module)))
       return 1;
   }
+  if (search && !routeExperts())
+    return 1;
   if (trainFlag && search && !buildTrainStep(context, *module))
     return 1;
   // Last, as hpc-compile does: after the train step and partitioning.
@@ -722,6 +757,11 @@ int main(int argc, char **argv) {
   if (double v = 0; clipNormFlag != "auto" && !(llvm::to_float(clipNormFlag, v) && v >= 0))
     return userError("--clip-norm: expected a non-negative number or auto, got '" +
                      clipNormFlag + "'");
+  if (moeDispatchFlag != "routed" && moeDispatchFlag != "dense")
+    return userError("--moe-dispatch must be routed or dense, not '" + moeDispatchFlag + "'");
+  if (!(moeCapacityFactorFlag >= 0))
+    return userError("--moe-capacity-factor must be >= 0 (0: no token is dropped), not " +
+                     hpc::shortNumber(moeCapacityFactorFlag));
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
   if (asyncCollectives && meshSpec.empty())

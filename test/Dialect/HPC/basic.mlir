@@ -215,6 +215,19 @@ func.func @indexing(%table: tensor<10x4xf32>, %ids: tensor<2x3xi64>, %idx: tenso
   return
 }
 
+// CHECK-LABEL: func.func @mixture_of_experts
+func.func @mixture_of_experts(%x: tensor<6x4xf32>, %choices: tensor<6x2xi64>, %rows: tensor<6x2x4xf32>) {
+  // CHECK: hpc.moe_route %{{.+}} {capacity = 3 : i64, num_experts = 4 : i64} : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<4xi64>)
+  %slots, %load = hpc.moe_route %choices {num_experts = 4 : i64, capacity = 3 : i64} : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<4xi64>)
+  // CHECK: hpc.moe_dispatch %{{.+}}, %{{.+}} {capacity = 3 : i64, num_experts = 4 : i64} : (tensor<6x4xf32>, tensor<6x2xi64>) -> tensor<4x3x4xf32>
+  %buffer = hpc.moe_dispatch %x, %slots {num_experts = 4 : i64, capacity = 3 : i64} : (tensor<6x4xf32>, tensor<6x2xi64>) -> tensor<4x3x4xf32>
+  // CHECK: hpc.moe_dispatch %{{.+}}, %{{.+}} {capacity = 3 : i64, num_experts = 4 : i64} : (tensor<6x2x4xf32>, tensor<6x2xi64>) -> tensor<4x3x4xf32>
+  %per_choice = hpc.moe_dispatch %rows, %slots {num_experts = 4 : i64, capacity = 3 : i64} : (tensor<6x2x4xf32>, tensor<6x2xi64>) -> tensor<4x3x4xf32>
+  // CHECK: hpc.moe_gather %{{.+}}, %{{.+}} : (tensor<4x3x4xf32>, tensor<6x2xi64>) -> tensor<6x2x4xf32>
+  %back = hpc.moe_gather %buffer, %slots : (tensor<4x3x4xf32>, tensor<6x2xi64>) -> tensor<6x2x4xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @data_movement
 func.func @data_movement(%x: tensor<2x3x4xf32>, %y: tensor<2x5x4xf32>, %z: tensor<1x3x1xf32>) {
   // CHECK: hpc.reshape %{{.+}} {shape = array<i64: 6, 4>} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>

@@ -1045,3 +1045,43 @@ func.func @avg_pool_grad_element_type(%x: tensor<1x3x5x5xf32>, %dy: tensor<1x3x3
   %0 = hpc.avg_pool_grad %x, %dy {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x5x5xf32>, tensor<1x3x3x3xf16>) -> tensor<1x3x5x5xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+func.func @moe_route_top_k_above_experts(%choices: tensor<6x3xi64>) {
+  // expected-error @+2 {{top-k of 3 does not fit 2 experts}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %slots, %load = hpc.moe_route %choices {num_experts = 2 : i64, capacity = 3 : i64} : (tensor<6x3xi64>) -> (tensor<6x3xi64>, tensor<2xi64>)
+  return
+}
+
+// -----
+
+func.func @moe_route_no_capacity(%choices: tensor<6x2xi64>) {
+  // expected-error @+2 {{num_experts (4) and capacity (0) must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %slots, %load = hpc.moe_route %choices {num_experts = 4 : i64, capacity = 0 : i64} : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<4xi64>)
+  return
+}
+
+// -----
+
+func.func @moe_dispatch_tokens_mismatch(%x: tensor<5x4xf32>, %slots: tensor<6x2xi64>) {
+  // expected-error @+2 {{input [5,4] does not match slots [6,2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.moe_dispatch %x, %slots {num_experts = 4 : i64, capacity = 3 : i64} : (tensor<5x4xf32>, tensor<6x2xi64>) -> tensor<4x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_gather_not_a_buffer(%buffer: tensor<12x4xf32>, %slots: tensor<6x2xi64>) {
+  // expected-error @+2 {{buffer must be [experts, capacity, hidden], got rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = hpc.moe_gather %buffer, %slots : (tensor<12x4xf32>, tensor<6x2xi64>) -> tensor<6x2x4xf32>
+  return
+}
