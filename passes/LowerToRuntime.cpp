@@ -244,6 +244,12 @@ llvm::json::Value attributeJson(Attribute a) {
     return f.getValueAsDouble();
   if (auto s = dyn_cast<StringAttr>(a))
     return s.getValue();
+  if (auto list = dyn_cast<ArrayAttr>(a)) {
+    llvm::json::Array out;
+    for (Attribute e : list)
+      out.push_back(attributeJson(e));
+    return out;
+  }
   return nullptr;
 }
 

@@ -158,13 +158,30 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
         results.push_back(grad); // as hpc-autodiff returned it (clipping is in the updates)
         attrs.push_back(named(b, "grad." + p.getName().str()));
       }
+    // Each routed mixture-of-experts layer's choices per expert
+    // (hpc-route-experts), for the metrics.
+    SmallVector<Attribute> moeLoads;
+    func.walk([&](MoERouteOp route) {
+      std::string name = "moe.load." + std::to_string(moeLoads.size());
+      results.push_back(route.getLoad());
+      attrs.push_back(named(b, name));
+      moeLoads.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("output", b.getStringAttr(name)),
+           b.getNamedAttr("capacity", b.getI64IntegerAttr(route.getCapacity()))}));
+    });
     ret->setOperands(results);
     SmallVector<Type> types;
     for (Value r : results)
       types.push_back(r.getType());
     func.setType(b.getFunctionType(func.getArgumentTypes(), types));
     func.setAllResultAttrs(attrs);
-    module->setAttr("hpc.train", trainInfo(b, module, func, *schedule, wd));
+    DictionaryAttr info = trainInfo(b, module, func, *schedule, wd);
+    if (!moeLoads.empty()) {
+      NamedAttrList withLoads(info);
+      withLoads.set("moe_loads", b.getArrayAttr(moeLoads));
+      info = withLoads.getDictionary(b.getContext());
+    }
+    module->setAttr("hpc.train", info);
   }
 
   LogicalResult checkOptions(func::FuncOp func) {

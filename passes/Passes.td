@@ -194,6 +194,29 @@ def HPCRouteExperts : Pass<"hpc-route-experts", "mlir::ModuleOp"> {
   ];
 }
 
+def HPCMoEBalance : Pass<"hpc-moe-balance", "mlir::ModuleOp"> {
+  let summary = "Load balancing of routed mixture-of-experts layers in a train step";
+  let description = [{
+    On a train step (after hpc-append-loss, before hpc-autodiff) whose
+    mixture-of-experts layers hpc-route-experts routed:
+
+    - `bias-rate` r > 0 (DeepSeek-V3's auxiliary-loss-free balancing): each
+      layer's top-k is taken on `probs + b`, b a per-expert bias kept as
+      state (`hpc.variable "moe.bias.N" {role = "buffer"}`, zeros at first);
+      the gates stay the chosen experts' probabilities; at the end of the
+      step `b += r * sign(mean(load) - load)`.
+    - `aux-loss` a > 0 (Switch Transformer): the loss gains, per layer,
+      `a * E * sum_i f_i * P_i`, f_i the fraction of the step's choices that
+      went to expert i and P_i the mean router probability of expert i.
+  }];
+  let options = [
+    Option<"biasRate", "bias-rate", "double", /*default=*/"0.0",
+           "The bias update's step (0: off)">,
+    Option<"auxLoss", "aux-loss", "double", /*default=*/"0.0",
+           "The auxiliary loss's weight alpha (0: off)">,
+  ];
+}
+
 def HPCAppendLoss : Pass<"hpc-append-loss", "mlir::ModuleOp"> {
   let summary = "Make @main return one scalar loss of its outputs";
   let description = [{

@@ -89,6 +89,15 @@ void hpc::buildTrainPipeline(mlir::OpPassManager &pm, const CompileOptions &opti
     mode.seed = options.seed;
     pm.addPass(createHPCTrainMode(mode));
   }
+  // Load balancing of routed experts changes the routing and the loss the
+  // backward pass is built from.
+  if (double rate = parseMoEBalance(options.moeBalance).value_or(0);
+      rate > 0 || options.moeAuxLoss > 0) {
+    HPCMoEBalanceOptions balance;
+    balance.biasRate = rate;
+    balance.auxLoss = options.moeAuxLoss;
+    pm.addPass(createHPCMoEBalance(balance));
+  }
   // Before the backward pass is built from them (and before the stages are
   // cut, so the pieces' products get their stage): a fused QKV projection
   // split three ways is split by heads under tensor parallelism.

@@ -85,7 +85,7 @@ def moe_mlps(model, experts, top_k, seed):
             return outs[0] if n_out == 1 else outs
 
         x = op("Reshape", [p + "ln_2", "moe_tokens_shape"], "moe_tokens")
-        probs = op("Softmax", [op("MatMul", [x, w("moe.router.w", (embd, experts))],
+        probs = op("Softmax", [op("MatMul", [x, w("moe.router.w", (embd, experts), 1 / np.sqrt(embd))],
                                   "moe_router")], "moe_probs", axis=-1)
         vals, idx = op("TopK", [probs, "moe_k"], "moe_topk", n_out=2, axis=-1)
         gates = op("Div", [vals, op("ReduceSum", [vals, "moe_axis1"], "moe_gate_sum",

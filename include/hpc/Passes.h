@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ PipelineMesh splitPipelineAxis(llvm::StringRef mesh);
 /// The size of axis `name` in a --mesh text ("pp=2,dp=2,tp=2:intra"); 0
 /// when the mesh has no such axis (or not as NAME=SIZE).
 int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef name);
+
+/// The bias rate of a `--moe-balance` spelling: 0 for "none", R for
+/// "bias:R" (R > 0); nullopt for anything else.
+std::optional<double> parseMoEBalance(llvm::StringRef spec);
 
 /// split(projection) along the output features becomes one projection per
 /// piece on pieces of the weight and bias (hpc-unfuse-split-projections):

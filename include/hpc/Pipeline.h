@@ -144,6 +144,17 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "of k*tokens/experts, choices past them dropped; 0 (default): every "
                      "token, nothing dropped"),
       llvm::cl::init(0.0)};
+  Option<std::string> moeBalance{
+      *this, "moe-balance",
+      llvm::cl::desc("With train: none (default) or bias:RATE, DeepSeek-V3's per-expert "
+                     "routing bias moved by RATE toward equal loads each step "
+                     "(hpc-moe-balance)"),
+      llvm::cl::init("none")};
+  Option<double> moeAuxLoss{
+      *this, "moe-aux-loss",
+      llvm::cl::desc("With train: the weight of Switch Transformer's load-balancing loss "
+                     "added to the loss (0: none; hpc-moe-balance)"),
+      llvm::cl::init(0.0)};
   Option<bool> weightPieces{
       *this, "weight-pieces",
       llvm::cl::desc("Store the weight pieces a rank reads (dist-weight-pieces) "

@@ -604,6 +604,13 @@ bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error
   if (!(options.moeCapacityFactor >= 0))
     return fail("moe-capacity-factor must be >= 0 (0: no token is dropped), not " +
                 hpc::shortNumber(options.moeCapacityFactor));
+  if (!hpc::parseMoEBalance(options.moeBalance))
+    return fail("moe-balance must be none or bias:RATE with RATE > 0, not '" +
+                options.moeBalance + "'");
+  if (!(options.moeAuxLoss >= 0))
+    return fail("moe-aux-loss must be >= 0, not " + hpc::shortNumber(options.moeAuxLoss));
+  if ((options.moeBalance != "none" || options.moeAuxLoss > 0) && !options.train)
+    return fail("moe-balance and moe-aux-loss balance a train step: they need train");
   if (options.microBatches < 1)
     return fail("micro-batches must be at least 1, not " +
                 std::to_string(options.microBatches));

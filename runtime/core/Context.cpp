@@ -696,6 +696,24 @@ void hpcrt_ctx::parseTrain(const json &m) {
   if (j.contains("grad_norm_output") && !j["grad_norm_output"].is_null())
     t.gradNormOutput =
         scalar("grad_norm_output", outputs_, "output", HPCRT_F32, t.gradNormOutputName);
+  if (j.contains("moe_loads")) {
+    if (!j["moe_loads"].is_array())
+      fail("manifest: train.moe_loads is not an array");
+    for (const json &e : j["moe_loads"]) {
+      std::string name = strField(e, "output", "train.moe_loads");
+      TrainInfo::MoELoad load;
+      load.output = findNamed(outputs_, name);
+      load.capacity = intField(e, "capacity", "train.moe_loads");
+      if (load.output < 0)
+        fail("manifest: train.moe_loads '" + name + "' is not an output of the program");
+      const Tensor &x = tensors_[outputs_[load.output].tensor];
+      if (x.dtype != HPCRT_I64 || x.shape.size() != 1 || load.capacity < 1)
+        fail("manifest: train.moe_loads '" + name + "' is " + dtypeName(x.dtype) + " " +
+             shapeString(x.shape) + " of capacity " + std::to_string(load.capacity) +
+             ", expected an i64 [experts] and a positive capacity");
+      t.moeLoads.push_back(load);
+    }
+  }
   if (j.contains("labels") && !j["labels"].is_null()) {
     t.labels = strField(j, "labels", "train");
     t.labelsInput = findNamed(inputs_, t.labels);

@@ -135,6 +135,13 @@ struct TrainInfo {
   double conservativeLrScale = 1;
   std::string conservativeCompress = "none"; ///< its gradient compression
   int lossOutput = -1, gradNormOutput = -1; ///< output numbers (-1: none)
+  /// A routed mixture-of-experts layer's output of its choices per expert
+  /// (an i64 [experts]; "moe_loads"), and its buffers' rows per expert.
+  struct MoELoad {
+    int output = -1;
+    int64_t capacity = 0;
+  };
+  std::vector<MoELoad> moeLoads;
   std::string optimizer; ///< optimizer.name ("sgd", "adamw")
   bool hasLr = false;    ///< optimizer.lr is present
   double lr = 0;         ///< optimizer.lr, the compiled base lr

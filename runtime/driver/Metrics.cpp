@@ -13,6 +13,7 @@
 #include "../core/Context.h"
 #include "common/Json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -99,6 +100,32 @@ void MetricsFile::step(const StepReport &r) {
     j.add("skipped", std::string("true"));
   if (r.rolledBack)
     j.add("rolled_back", std::string("true"));
+  if (!r.moeLoad.empty()) {
+    // Per layer: the choices per expert and max/mean of them; over all
+    // layers, the fraction of choices dropped (past an expert's capacity).
+    std::string loads = "[", balance = "[";
+    int64_t choices = 0, dropped = 0;
+    for (size_t l = 0; l < r.moeLoad.size(); ++l) {
+      const std::vector<int64_t> &load = r.moeLoad[l];
+      int64_t sum = 0, most = 0;
+      std::string row = "[";
+      for (size_t e = 0; e < load.size(); ++e) {
+        row += (e ? ", " : "") + std::to_string(load[e]);
+        sum += load[e];
+        most = std::max(most, load[e]);
+        dropped += std::max<int64_t>(load[e] - r.moeCapacity[l], 0);
+      }
+      choices += sum;
+      double mean = static_cast<double>(sum) / static_cast<double>(load.size());
+      snprintf(buf, sizeof(buf), "%.4f", mean > 0 ? static_cast<double>(most) / mean : 0.0);
+      loads += (l ? ", " : "") + row + "]";
+      balance += (l ? ", " : "") + std::string(buf);
+    }
+    j.add("moe_load", loads + "]").add("moe_max_mean", balance + "]");
+    snprintf(buf, sizeof(buf), "%.6f",
+             choices > 0 ? static_cast<double>(dropped) / static_cast<double>(choices) : 0.0);
+    j.add("moe_dropped", buf);
+  }
   line(j.text());
   for (const GuardEvent &e : r.events)
     event(r.step, e);

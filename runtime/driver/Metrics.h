@@ -41,6 +41,10 @@ struct StepReport {
   double evalLoss = 0;
   bool skipped = false; ///< the updates were skipped (a non-finite gradient norm)
   bool rolledBack = false; ///< the loss monitor rolled the state back
+  /// Per routed mixture-of-experts layer: the choices of each expert, and
+  /// the rows its buffer holds (choices past them were dropped).
+  std::vector<std::vector<int64_t>> moeLoad;
+  std::vector<int64_t> moeCapacity;
   std::vector<GuardEvent> events;
 };
 

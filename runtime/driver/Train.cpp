@@ -724,6 +724,12 @@ StepReport Trainer::trainStep(int64_t step) {
     }
   }
   r.tokensPerS = r.stepMs > 0 ? static_cast<double>(tokensPerStep()) / (r.stepMs / 1000.0) : 0;
+  for (const TrainInfo::MoELoad &m : t.moeLoads) {
+    const Tensor &load = ctx_->tensor(ctx_->outputList()[m.output].tensor);
+    const int64_t *n = load.as<int64_t>();
+    r.moeLoad.emplace_back(n, n + load.numel);
+    r.moeCapacity.push_back(m.capacity);
+  }
   dumpOutputs(step);
   if (eval_ && step % o_.evalEvery == 0) {
     r.hasEval = true;

@@ -380,6 +380,21 @@ static llvm::cl::opt<std::string> pipelineScheduleFlag(
                    "1f1b, zb-h1 and gpipe that fits) and a searched plan runs its choice"),
     llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
 
+static llvm::cl::opt<std::string> moeBalanceFlag(
+    "moe-balance",
+    llvm::cl::desc("With --train: none (default) or bias:RATE, DeepSeek-V3's "
+                   "auxiliary-loss-free balancing of routed experts: each layer's top-k is "
+                   "chosen on the router's probabilities plus a per-expert bias (state, "
+                   "checkpointed), which moves by RATE toward equal loads after every step"),
+    llvm::cl::init("none"), llvm::cl::cat(trainCategory));
+
+static llvm::cl::opt<double> moeAuxLossFlag(
+    "moe-aux-loss",
+    llvm::cl::desc("With --train: add Switch Transformer's load-balancing loss, ALPHA * "
+                   "experts * sum_i (fraction of the choices expert i got) * (its mean "
+                   "router probability), per routed layer (0, default: none)"),
+    llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+
 /// The training fields of the compile options, from the command line.
 static void trainOptions(hpc::CompileOptions &options) {
   options.train = trainFlag;
@@ -405,6 +420,8 @@ static void trainOptions(hpc::CompileOptions &options) {
     options.recompute = recomputeFlag;
   options.fusedGradients = !noFusedGradientsFlag;
   options.microBatches = microBatchesFlag;
+  options.moeBalance = moeBalanceFlag;
+  options.moeAuxLoss = moeAuxLossFlag;
   options.stageBoundaries = llvm::to_vector(stageBoundariesFlag);
   options.pipelineSchedule = pipelineScheduleFlag;
 }
@@ -762,6 +779,13 @@ int main(int argc, char **argv) {
   if (!(moeCapacityFactorFlag >= 0))
     return userError("--moe-capacity-factor must be >= 0 (0: no token is dropped), not " +
                      hpc::shortNumber(moeCapacityFactorFlag));
+  if (!hpc::parseMoEBalance(moeBalanceFlag))
+    return userError("--moe-balance must be none or bias:RATE with RATE > 0, not '" +
+                     moeBalanceFlag + "'");
+  if (!(moeAuxLossFlag >= 0))
+    return userError("--moe-aux-loss must be >= 0, not " + hpc::shortNumber(moeAuxLossFlag));
+  if ((moeBalanceFlag != "none" || moeAuxLossFlag > 0) && !trainFlag)
+    return userError("--moe-balance and --moe-aux-loss balance a train step: they need --train");
   if (!shardSpecs.empty() && meshSpec.empty())
     return userError("--shard needs --mesh");
   if (asyncCollectives && meshSpec.empty())
