@@ -182,18 +182,26 @@ bool collectChain(Value y, int64_t tokens, hpc::UnsqueezeOp &entry,
           slice.getEnds()[1] < tokens)
         return false;
     // The tokens are one parallel factor of the op, in exactly the
-    // operands that come from the entry.
+    // operands that come from the entry; so are the experts (row c of two
+    // experts' buffers holds different tokens: nothing may mix them), in
+    // those operands unless they broadcast along it (x[None]).
     hpc::ShardingRule rule = cast<hpc::ShardingRuleInterface>(op).getShardingRule();
     if (rule.operandDims.size() != op->getNumOperands() || rule.resultDims.empty() ||
         rule.resultDims[0].size() != 3)
       return false;
-    int64_t f = rule.resultDims[0][1];
-    if (f < 0 || rule.factors[f].kind != hpc::FactorKind::Parallel)
+    int64_t f = rule.resultDims[0][1], e = rule.resultDims[0][0];
+    auto parallel = [&](int64_t factor) {
+      return factor >= 0 && rule.factors[factor].kind == hpc::FactorKind::Parallel;
+    };
+    if (!parallel(f) || !parallel(e))
       return false;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       Operation *def = operand.getDefiningOp();
       bool fromEntry = def == entry.getOperation() || (def && ops.contains(def));
-      if (fromEntry != llvm::is_contained(rule.operandDims[i], f))
+      const SmallVector<int64_t> &dims = rule.operandDims[i];
+      if (fromEntry != llvm::is_contained(dims, f))
+        return false;
+      if (fromEntry && dims.size() == 3 && dims[0] != e && shapeOf(operand)[0] != 1)
         return false;
     }
   }

@@ -94,3 +94,30 @@ func.func @not_a_router(%p: tensor<6x4xf32>) -> tensor<6x2xi64> {
   %w, %i = hpc.top_k %p {k = 2 : i64} : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
   return %i : tensor<6x2xi64>
 }
+
+// -----
+
+// The experts' chain mixes the experts (a softmax across them): a buffer's
+// row c holds another token in each expert, so the layer stays dense.
+// CHECK-LABEL: func @experts_mix_experts
+// CHECK-NOT: hpc.moe_route
+// CHECK: hpc.equal
+func.func @experts_mix_experts(%x: tensor<6x4xf32>, %probs: tensor<6x4xf32>,
+                               %w1: tensor<4x4x4xf32>) -> tensor<6x4xf32> {
+  %w, %i = hpc.top_k %probs {k = 2 : i64} : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+  %i3 = hpc.unsqueeze %i {axes = array<i64: 2>} : (tensor<6x2xi64>) -> tensor<6x2x1xi64>
+  %ids = hpc.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %hit = hpc.equal %i3, %ids : (tensor<6x2x1xi64>, tensor<4xi64>) -> tensor<6x2x4xi1>
+  %hitf = hpc.cast %hit {to = f32} : tensor<6x2x4xi1> to tensor<6x2x4xf32>
+  %g3 = hpc.unsqueeze %w {axes = array<i64: 2>} : (tensor<6x2xf32>) -> tensor<6x2x1xf32>
+  %hw = hpc.mul %hitf, %g3 : (tensor<6x2x4xf32>, tensor<6x2x1xf32>) -> tensor<6x2x4xf32>
+  %matrix = hpc.reduce_sum %hw {axes = array<i64: 1>, keepdims = false} : (tensor<6x2x4xf32>) -> tensor<6x4xf32>
+  %x3 = hpc.unsqueeze %x {axes = array<i64: 0>} : (tensor<6x4xf32>) -> tensor<1x6x4xf32>
+  %h = hpc.matmul %x3, %w1 : (tensor<1x6x4xf32>, tensor<4x4x4xf32>) -> tensor<4x6x4xf32>
+  %y = hpc.softmax %h {axis = 0 : i64} : tensor<4x6x4xf32>
+  %mt = hpc.transpose %matrix {perm = array<i64: 1, 0>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %m3 = hpc.unsqueeze %mt {axes = array<i64: 2>} : (tensor<4x6xf32>) -> tensor<4x6x1xf32>
+  %yw = hpc.mul %y, %m3 : (tensor<4x6x4xf32>, tensor<4x6x1xf32>) -> tensor<4x6x4xf32>
+  %out = hpc.reduce_sum %yw {axes = array<i64: 0>, keepdims = false} : (tensor<4x6x4xf32>) -> tensor<6x4xf32>
+  return %out : tensor<6x4xf32>
+}
