@@ -38,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 using namespace hpcrt;
 
@@ -389,5 +390,9 @@ int main(int argc, char **argv) {
     if (!quiet)
       fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
   }
+  // The launcher ends the job at the first rank that fails: a quiet rank
+  // leaves rank 0 the time to print the error they share first.
+  if (quiet)
+    std::this_thread::sleep_for(std::chrono::seconds(2));
   return 1;
 }
