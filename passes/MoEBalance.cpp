@@ -6,8 +6,9 @@
 //
 //  - bias (DeepSeek-V3's auxiliary-loss-free balancing): each layer keeps a
 //    per-expert bias b (state, role "buffer", checkpointed as
-//    "moe.bias.N"). The top-k choice is made on probs + b, the gate weights
-//    stay the probabilities of the chosen experts; at the end of each step
+//    "moe.bias.N"). The top-k choice is made on the router's logits + b
+//    (probs + b when the router is no softmax), the gate weights stay the
+//    probabilities of the chosen experts; at the end of each step
 //    b += rate * sign(mean load - load), so an overloaded expert becomes
 //    less likely to be chosen and an idle one more. The loss is unchanged.
 //  - aux (Switch Transformer's auxiliary loss): the step's loss gains
@@ -95,7 +96,7 @@ struct MoEBalance : hpc::impl::HPCMoEBalanceBase<MoEBalance> {
       return signalPassFailure();
   }
 
-  /// top_k on probs + b, the gates the chosen experts' probabilities, and
+  /// top_k on logits + b, the gates the chosen experts' probabilities, and
   /// b's update at the end of the step.
   LogicalResult biasRouting(Block &body, Operation *ret, int64_t index, MoERouteOp route,
                             TopKOp topk) {

@@ -201,7 +201,8 @@ def HPCMoEBalance : Pass<"hpc-moe-balance", "mlir::ModuleOp"> {
     mixture-of-experts layers hpc-route-experts routed:
 
     - `bias-rate` r > 0 (DeepSeek-V3's auxiliary-loss-free balancing): each
-      layer's top-k is taken on `probs + b`, b a per-expert bias kept as
+      layer's top-k is taken on `logits + b` (`probs + b` when the router
+      is no softmax), b a per-expert bias kept as
       state (`hpc.variable "moe.bias.N" {role = "buffer"}`, zeros at first);
       the gates stay the chosen experts' probabilities; at the end of the
       step `b += r * sign(mean(load) - load)`.

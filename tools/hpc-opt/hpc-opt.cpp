@@ -36,7 +36,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -384,7 +383,7 @@ static llvm::cl::opt<std::string> moeBalanceFlag(
     "moe-balance",
     llvm::cl::desc("With --train: none (default) or bias:RATE, DeepSeek-V3's "
                    "auxiliary-loss-free balancing of routed experts: each layer's top-k is "
-                   "chosen on the router's probabilities plus a per-expert bias (state, "
+                   "chosen on the router's logits plus a per-expert bias (state, "
                    "checkpointed), which moves by RATE toward equal loads after every step"),
     llvm::cl::init("none"), llvm::cl::cat(trainCategory));
 
