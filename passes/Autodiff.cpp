@@ -13,6 +13,7 @@
 #include "hpc/Recompute.h"
 #include "hpc/Passes.h"
 
+#include "Dist/DistOps.h"
 #include "HPC/HPCBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -217,7 +218,7 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
       if (isa<WeightOp, VariableOp, ConstantOp>(op) || isa<func::ReturnOp>(op))
         continue;
       bool carries = llvm::any_of(op.getResults(), [&](Value r) { return active.contains(r); });
-      if (carries && !isa<GradientInterface>(op)) {
+      if (carries && !isa<GradientInterface, dist::AnnotateOp>(op)) {
         op.emitError() << "'" << op.getName() << "' has no gradient (it is on a path from a "
                        << "trainable weight to the loss)";
         ok = false;
@@ -268,6 +269,14 @@ struct HPCAutodiff : hpc::impl::HPCAutodiffBase<HPCAutodiff> {
       }
       if (!any)
         continue;
+      // A sharding constraint (hpc-route-experts' expert-parallel layout)
+      // holds for the gradient too: the backward pass moves it alike.
+      if (auto annotate = dyn_cast<dist::AnnotateOp>(op)) {
+        accumulate(annotate.getInput(),
+                   dist::AnnotateOp::create(b, annotate.getLoc(), resultGrads[0].getType(),
+                                            resultGrads[0], annotate.getSharding()));
+        continue;
+      }
       // Leaves (weights, the seeds) have no operands to differentiate.
       auto iface = dyn_cast<GradientInterface>(op);
       if (!iface)

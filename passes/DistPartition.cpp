@@ -129,15 +129,26 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
       }
       from.partial.clear();
     }
-    // 2. An axis list moving from one dimension to another whole one is
-    // one all_to_all.
+    // 2. Trailing axes of one dimension's list moving to the end of
+    // another's (a whole list into an unsplit dimension; expert
+    // parallelism's ep from a group's rows to the experts and back) is one
+    // all_to_all over them.
+    auto startsWith = [](const std::vector<std::string> &list,
+                         const std::vector<std::string> &prefix) {
+      return prefix.size() <= list.size() &&
+             std::equal(prefix.begin(), prefix.end(), list.begin());
+    };
     for (size_t i = 0; i < from.dims.size(); ++i) {
-      if (from.dims[i].empty() || from.dims[i] == to.dims[i] || !to.dims[i].empty())
+      if (from.dims[i] == to.dims[i] || !startsWith(from.dims[i], to.dims[i]))
         continue;
+      std::vector<std::string> moving(from.dims[i].begin() + to.dims[i].size(),
+                                      from.dims[i].end());
       for (size_t j = 0; j < to.dims.size(); ++j) {
-        if (j == i || to.dims[j] != from.dims[i] || !from.dims[j].empty())
+        std::vector<std::string> after = from.dims[j];
+        after.insert(after.end(), moving.begin(), moving.end());
+        if (j == i || to.dims[j] != after)
           continue;
-        int64_t g = groupOf(mesh, from.dims[i]);
+        int64_t g = groupOf(mesh, moving);
         if (type().getDimSize(j) % g != 0)
           continue;
         SmallVector<int64_t> shape(type().getShape());
@@ -145,10 +156,10 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
         shape[j] /= g;
         cur = counted(AllToAllOp::create(
             b, loc, RankedTensorType::get(shape, type().getElementType()), cur,
-            axesAttr(b, from.dims[i]), b.getI64IntegerAttr(j), b.getI64IntegerAttr(i),
+            axesAttr(b, moving), b.getI64IntegerAttr(j), b.getI64IntegerAttr(i),
             Attribute()));
-        from.dims[j] = from.dims[i];
-        from.dims[i].clear();
+        from.dims[j] = to.dims[j];
+        from.dims[i] = to.dims[i];
         break;
       }
     }
@@ -377,21 +388,21 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     return success();
   }
 
-  /// A train step's data inputs arrive split over dp: each data-parallel
-  /// rank's train command reads only its rows of the global batch (the
-  /// manifest's input shape says how many), instead of every rank reading
-  /// the whole batch and slicing it.
+  /// A train step's data inputs arrive split over dp (and ep): each
+  /// data-parallel rank's train command reads only its rows of the global
+  /// batch (the manifest's input shape says how many), instead of every
+  /// rank reading the whole batch and slicing it.
   void splitBatchInputs(func::FuncOp func) {
-    int64_t dp = mesh.axisIndex("dp");
-    if (dp < 0 || mesh.getSizes()[dp] == 1)
+    std::vector<std::string> data = dataAxes(mesh);
+    if (data.empty())
       return;
-    int64_t size = mesh.getSizes()[dp];
+    int64_t size = groupOf(mesh, data);
     SmallVector<Type> inputs;
     for (BlockArgument arg : func.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
       if (type.getRank() > 0 && type.getDimSize(0) % size == 0) {
         Sharding s = Sharding::replicated(type.getRank());
-        s.dims[0] = {"dp"};
+        s.dims[0] = data;
         arg.setType(localType(type, s));
         locals[arg] = {arg, s};
         noteAxes(s);

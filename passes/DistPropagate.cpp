@@ -172,13 +172,15 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // Tensor parallelism's training state (Megatron-LM's): a parameter
     // that every reader takes in one tp split is held in that split, with
     // its optimizer state, and updated there; the walk then runs again
-    // from that seed.
-    if (presets && hasTP && module->hasAttr("hpc.train") && splitTensorParallelState(func)) {
+    // from that seed. So is an expert's, split over ep.
+    bool hasEP = meshAttr.axisIndex("ep") >= 0;
+    if (presets && (hasTP || hasEP) && module->hasAttr("hpc.train") &&
+        splitTensorParallelState(func)) {
       func.walk([](Operation *op) {
         op->removeAttr("dist.operand_shardings");
         op->removeAttr("dist.result_shardings");
       });
-      if (failed(propagate(func, /*megatron=*/true)))
+      if (failed(propagate(func, /*megatron=*/hasTP)))
         return signalPassFailure();
     }
   }
@@ -200,8 +202,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
 
   /// The sharding the readers of `v` (the walk's dist.operand_shardings;
   /// through transposes, permuted back) all asked for, when it is one split
-  /// of one dimension over tp; `except` (the update and what ZeRO put
-  /// around it) are not readers.
+  /// of one dimension over tp (or ep: an expert's); `except` (the update
+  /// and what ZeRO put around it) are not readers.
   std::optional<Sharding> askedByReaders(Value v, ArrayRef<Operation *> except) {
     std::optional<Sharding> asked;
     auto agree = [&](const Sharding &s) {
@@ -240,7 +242,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       if (axes.empty())
         continue;
       ++splitDims;
-      if (axes != std::vector<std::string>{"tp"})
+      if (axes != std::vector<std::string>{"tp"} && axes != std::vector<std::string>{"ep"})
         return std::nullopt;
     }
     return splitDims == 1 ? asked : std::nullopt;
@@ -318,6 +320,8 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
         return;
       if (zero) {
         // The dp rows of the piece: its first dimension must divide.
+        if (meshAttr.axisIndex("dp") < 0)
+          return;
         auto type = cast<RankedTensorType>(var.getType());
         int64_t rows = type.getDimSize(0) / groupOf(meshAttr, piece->dims[0]);
         if (rows % groupOf(meshAttr, {"dp"}) != 0)
@@ -382,10 +386,10 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     for (BlockArgument arg : body.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
       Sharding s = Sharding::replicated(type.getRank());
-      int64_t dp = meshAttr.axisIndex("dp");
-      if (presets && dp >= 0 && type.getRank() > 0 &&
-          type.getDimSize(0) % meshAttr.getSizes()[dp] == 0)
-        s.dims[0] = {"dp"};
+      std::vector<std::string> data = dataAxes(meshAttr);
+      if (presets && !data.empty() && type.getRank() > 0 &&
+          type.getDimSize(0) % groupOf(meshAttr, data) == 0)
+        s.dims[0] = data;
       current[arg] = s;
     }
     for (const std::string &item : shard) {

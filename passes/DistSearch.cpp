@@ -359,15 +359,19 @@ FailureOr<std::string> hpc::planMesh(ModuleOp module) {
     auto a = stage ? stage.getAs<IntegerAttr>(axis) : nullptr;
     return a ? a.getInt() : int64_t(0);
   };
-  if (!stage || size("dp") < 1 || size("tp") < 1 || size("ep") != 1)
+  // The search's dp counts every data-parallel rank, ep a divisor of it:
+  // the mesh's dp axis is what remains of it beside ep.
+  int64_t ep = std::max<int64_t>(size("ep"), 1);
+  if (!stage || size("dp") < 1 || size("tp") < 1 || size("dp") % ep != 0)
     return failure();
   // Pipeline stages first: the ranks of stage K follow those of stage K-1.
   std::string mesh;
   if (int64_t stages = planStages(module); stages > 1)
     mesh = "pp=" + std::to_string(stages);
-  for (StringRef axis : {"dp", "tp"})
-    if (size(axis) > 1)
-      mesh += (mesh.empty() ? "" : ",") + axis.str() + "=" + std::to_string(size(axis));
+  for (auto [axis, n] : {std::pair<StringRef, int64_t>("dp", size("dp") / ep), {"ep", ep},
+                         {"tp", size("tp")}})
+    if (n > 1)
+      mesh += (mesh.empty() ? "" : ",") + axis.str() + "=" + std::to_string(n);
   return mesh;
 }
 

@@ -75,6 +75,17 @@ inline int64_t groupOf(MeshAttr mesh, const std::vector<std::string> &axes) {
   return g;
 }
 
+/// The mesh axes that split the batch, major to minor: dp, then ep (expert
+/// parallelism is data parallelism for all but the experts); those of more
+/// than one rank.
+inline std::vector<std::string> dataAxes(MeshAttr mesh) {
+  std::vector<std::string> axes;
+  for (llvm::StringRef a : {"dp", "ep"})
+    if (int64_t i = mesh.axisIndex(a); i >= 0 && mesh.getSizes()[i] > 1)
+      axes.push_back(a.str());
+  return axes;
+}
+
 /// Parses a --mesh spec ("dp=2,tp=4:intra"); `error` says what is wrong.
 mlir::FailureOr<MeshAttr> parseMesh(mlir::MLIRContext *ctx, llvm::StringRef text,
                                     std::string &error);

@@ -92,8 +92,12 @@ struct MoEBalance : hpc::impl::HPCMoEBalanceBase<MoEBalance> {
       if (biasRate > 0 && failed(biasRouting(body, ret, int64_t(i), route, topk)))
         return signalPassFailure();
     }
-    if (aux && failed(addToLoss(ret, aux)))
-      return signalPassFailure();
+    if (aux) {
+      // hpc-optimizer returns it apart (the metrics' moe_balance_loss).
+      aux.getDefiningOp()->setAttr(kBalanceLossAttr, UnitAttr::get(&getContext()));
+      if (failed(addToLoss(ret, aux)))
+        return signalPassFailure();
+    }
   }
 
   /// top_k on logits + b, the gates the chosen experts' probabilities, and

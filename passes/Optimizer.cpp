@@ -169,6 +169,20 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
           {b.getNamedAttr("output", b.getStringAttr(name)),
            b.getNamedAttr("capacity", b.getI64IntegerAttr(route.getCapacity()))}));
     });
+    // The auxiliary balancing loss, apart (it is in the loss too): the
+    // mean of the micro-batches' where hpc-micro-batches made copies.
+    SmallVector<Value> balance;
+    func.walk([&](Operation *op) {
+      if (op->hasAttr(kBalanceLossAttr) && !op->hasAttr("hpc.recomputed"))
+        balance.push_back(op->getResult(0));
+    });
+    if (!balance.empty()) {
+      Value sum = balance.front();
+      for (Value v : ArrayRef(balance).drop_front())
+        sum = g.add(sum, v);
+      results.push_back(g.castTo(g.scale(sum, 1.0 / double(balance.size())), b.getF32Type()));
+      attrs.push_back(named(b, "moe.balance_loss"));
+    }
     ret->setOperands(results);
     SmallVector<Type> types;
     for (Value r : results)
@@ -176,9 +190,12 @@ struct HPCOptimizer : hpc::impl::HPCOptimizerBase<HPCOptimizer> {
     func.setType(b.getFunctionType(func.getArgumentTypes(), types));
     func.setAllResultAttrs(attrs);
     DictionaryAttr info = trainInfo(b, module, func, *schedule, wd);
-    if (!moeLoads.empty()) {
+    if (!moeLoads.empty() || !balance.empty()) {
       NamedAttrList withLoads(info);
-      withLoads.set("moe_loads", b.getArrayAttr(moeLoads));
+      if (!moeLoads.empty())
+        withLoads.set("moe_loads", b.getArrayAttr(moeLoads));
+      if (!balance.empty())
+        withLoads.set("moe_balance_loss_output", b.getStringAttr("moe.balance_loss"));
       info = withLoads.getDictionary(b.getContext());
     }
     module->setAttr("hpc.train", info);

@@ -186,12 +186,28 @@ def HPCRouteExperts : Pass<"hpc-route-experts", "mlir::ModuleOp"> {
     (choices past it are dropped: they add nothing to the token's output),
     or every token with capacity-factor 0, which equals the dense dispatch.
     A layer whose experts do anything but per-token work stays dense.
+
+    With a `mesh` whose `ep` axis is larger than 1 (expert parallelism: the
+    `dp` and `ep` axes split the tokens into dp*ep groups, each `ep`
+    consecutive groups one slice; the module gets the mesh): the routing is
+    still the whole batch's, but each group dispatches its own tokens into
+    buffers of its own (hpc.moe_exchange_slots gives the rows), a
+    dist.annotate pair moves them from the group's rank to the experts'
+    ranks along ep (one all_to_all once partitioned), each rank compacts
+    what it received into its experts' rows of the whole batch's buffers
+    and runs the experts' chain on those, and the results travel back the
+    same way. The chain runs on `[experts, slices * min(capacity, ep *
+    group rows), hidden]`, the experts split over ep and the rows over dp.
   }];
   let options = [
     Option<"capacityFactor", "capacity-factor", "double", /*default=*/"0.0",
            "Rows of an expert's buffer as a multiple of its share k*tokens/experts; "
            "0: every token (no choice dropped)">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"",
+           "The mesh the program will be partitioned over (dp=2,ep=2): an ep axis "
+           "splits the experts">,
   ];
+  let dependentDialects = ["hpc::dist::DistDialect"];
 }
 
 def HPCMoEBalance : Pass<"hpc-moe-balance", "mlir::ModuleOp"> {

@@ -17,6 +17,8 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   if (options.moeDispatch == "routed") {
     HPCRouteExpertsOptions route;
     route.capacityFactor = options.moeCapacityFactor;
+    if (meshAxisSize(options.mesh, "ep") > 1)
+      route.mesh = options.mesh;
     pm.addPass(createHPCRouteExperts(route));
   }
   if (options.train) {

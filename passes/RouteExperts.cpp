@@ -25,8 +25,16 @@
 // holds for the batched products, elementwise activations and slices of the
 // hidden dimension; anything else leaves the layer dense.
 //
+// With an ep mesh axis (expert parallelism) the routing stays the whole
+// batch's, but the buffers travel: each data-parallel rank dispatches its
+// tokens into buffers of its own, dist.annotate pairs move them to the
+// experts' ranks (one all_to_all each way once partitioned), and each rank
+// runs its experts' chain on their rows of the whole batch's buffers
+// (exchangeAndRun below).
+//
 //===----------------------------------------------------------------------===//
 
+#include "DistSharding.h"
 #include "hpc/Passes.h"
 
 #include "HPC/HPCOps.h"
@@ -260,7 +268,116 @@ int64_t capacityOf(double factor, int64_t tokens, int64_t k, int64_t experts) {
   return std::clamp<int64_t>(int64_t(rows), 1, tokens);
 }
 
-void route(DenseLayer &layer, double capacityFactor) {
+/// The experts' chain again, on `buffer` ([E, rows, H]) instead of
+/// [E or 1, T, .]: its result Y.
+Value cloneChain(OpBuilder &b, const DenseLayer &layer, Value buffer) {
+  int64_t E = shapeOf(buffer)[0], rows = shapeOf(buffer)[1];
+  IRMapping map;
+  map.map(layer.chain.front()->getResult(0), buffer);
+  for (Operation *op : ArrayRef(layer.chain).drop_front()) {
+    Operation *copy = b.clone(*op, map);
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] = E;
+    shape[1] = rows;
+    copy->getResult(0).setType(RankedTensorType::get(shape, type.getElementType()));
+    if (auto slice = dyn_cast<hpc::SliceOp>(copy)) {
+      SmallVector<int64_t> ends(slice.getEnds());
+      ends[1] = rows;
+      slice.setEnds(ends);
+    }
+  }
+  return map.lookup(layer.expertOut);
+}
+
+/// How the tokens and experts are split: `groups` consecutive blocks of
+/// tokens (the data-parallel ranks, dp major, ep minor), the experts over
+/// `ep` ranks.
+struct ExpertMesh {
+  int64_t ep = 1, dp = 1;
+  int64_t groups() const { return ep * dp; }
+};
+
+class Routing {
+public:
+  Routing(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+    return b.create<hpc::ReshapeOp>(loc, type, v, b.getDenseI64ArrayAttr(shape));
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) {
+    ArrayRef<int64_t> in = shapeOf(v);
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(in[p]);
+    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+    return b.create<hpc::TransposeOp>(loc, type, v, b.getDenseI64ArrayAttr(perm));
+  }
+  /// `v` ([groups or D * ep, E, ...]) constrained to `layout`: the groups'
+  /// ranks hold their own rows (`source`) or the experts' ranks theirs.
+  Value annotate(Value v, const ExpertMesh &m, bool source) {
+    hpc::dist::Sharding s =
+        hpc::dist::Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
+    if (m.dp > 1)
+      s.dims[0].push_back("dp");
+    (source ? s.dims[0] : s.dims[1]).push_back("ep");
+    return b.create<hpc::dist::AnnotateOp>(loc, v.getType(), v, s.toAttr(b.getContext()));
+  }
+  Value dispatch(Value input, Value slots, int64_t experts, int64_t capacity) {
+    return b.create<hpc::MoEDispatchOp>(loc, input, slots, b.getI64IntegerAttr(experts),
+                                        b.getI64IntegerAttr(capacity));
+  }
+  Value gather(Value buffer, Value slots) {
+    return b.create<hpc::MoEGatherOp>(loc, buffer, slots);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+/// Y's rows for each token's choices, [T, k, H'], with the experts split
+/// over `m.ep` ranks: each group's tokens go to its own [E, Cp] buffers,
+/// which an all_to_all over ep brings to the experts' ranks; there they
+/// are compacted into the slice's rows of the whole batch's buffers
+/// ([E, D * Cd]), the chain runs, and the rows travel back alike.
+Value exchangeAndRun(Routing &r, const DenseLayer &layer, Value slots, int64_t C,
+                     const ExpertMesh &m) {
+  OpBuilder &b = r.b;
+  int64_t T = shapeOf(layer.tokens)[0], H = shapeOf(layer.tokens)[1];
+  int64_t k = shapeOf(slots)[1], E = layer.numExperts;
+  int64_t N = m.groups(), D = m.dp, G = m.ep, Tl = T / N;
+  int64_t Cp = std::min(C, Tl), Cd = std::min(C, G * Cp);
+  auto i64 = [&](ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, b.getI64Type());
+  };
+  auto plan = b.create<hpc::MoEExchangeSlotsOp>(
+      r.loc, TypeRange{i64({T, k}), i64({D, E, Cd})}, slots, b.getI64IntegerAttr(E),
+      b.getI64IntegerAttr(C), b.getI64IntegerAttr(N), b.getI64IntegerAttr(G),
+      b.getI64IntegerAttr(Cp));
+  // Computed whole on every rank; each takes its group's slots and its
+  // experts' rows (a free slice, and the ops that read them stay split).
+  Value local = r.annotate(r.reshape(plan.getLocal(), {N, Tl, k}), m, /*source=*/true);
+  Value rows = r.annotate(r.reshape(plan.getRows(), {D, E, Cd, 1}), m, /*source=*/false);
+  // Each group's buffers, then the experts' ranks' [D, E, G * Cp] rows.
+  Value sent = r.dispatch(r.reshape(layer.tokens, {N, Tl, H}), local, E, Cp);
+  Value got = r.annotate(r.annotate(sent, m, /*source=*/true), m, /*source=*/false);
+  got = r.transpose(r.reshape(got, {D, G, E, Cp, H}), {0, 2, 1, 3, 4});
+  got = r.reshape(got, {D, E, 1, G * Cp, H});
+  // Compacted into the whole batch's rows, [E, D * Cd] (dp splits the rows).
+  Value in = r.reshape(r.gather(got, rows), {D, E, Cd, H});
+  in = r.reshape(r.transpose(in, {1, 0, 2, 3}), {E, D * Cd, H});
+  Value y = cloneChain(b, layer, in);
+  int64_t H2 = shapeOf(y)[2];
+  Value out = r.transpose(r.reshape(y, {E, D, Cd, H2}), {1, 0, 2, 3});
+  out = r.dispatch(r.reshape(out, {D, E, Cd, 1, H2}), rows, 1, G * Cp);
+  out = r.transpose(r.reshape(out, {D, E, G, Cp, H2}), {0, 2, 1, 3, 4});
+  out = r.reshape(out, {N, E, Cp, H2});
+  Value back = r.annotate(r.annotate(out, m, /*source=*/false), m, /*source=*/true);
+  return r.reshape(r.gather(back, local), {T, k, H2});
+}
+
+void route(DenseLayer &layer, double capacityFactor, const ExpertMesh &mesh) {
   int64_t tokens = shapeOf(layer.tokens)[0];
   int64_t k = shapeOf(layer.gates)[1];
   int64_t E = layer.numExperts;
@@ -275,29 +392,14 @@ void route(DenseLayer &layer, double capacityFactor) {
       idx, b.getI64IntegerAttr(E), b.getI64IntegerAttr(C));
   Value slots = routed.getSlots();
   Type elem = cast<RankedTensorType>(layer.tokens.getType()).getElementType();
-  int64_t H = shapeOf(layer.tokens)[1];
-  Value buffer = b.create<hpc::MoEDispatchOp>(
-      loc, RankedTensorType::get({E, C, H}, elem), layer.tokens, slots,
-      b.getI64IntegerAttr(E), b.getI64IntegerAttr(C));
-  // The experts' chain again, on [E, C, .] instead of [E or 1, T, .].
-  IRMapping map;
-  map.map(layer.chain.front()->getResult(0), buffer);
-  for (Operation *op : ArrayRef(layer.chain).drop_front()) {
-    Operation *copy = b.clone(*op, map);
-    auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[0] = E;
-    shape[1] = C;
-    copy->getResult(0).setType(RankedTensorType::get(shape, type.getElementType()));
-    if (auto slice = dyn_cast<hpc::SliceOp>(copy)) {
-      SmallVector<int64_t> ends(slice.getEnds());
-      ends[1] = C;
-      slice.setEnds(ends);
-    }
+  Routing r(b, loc);
+  Value rows;
+  if (mesh.ep > 1) {
+    rows = exchangeAndRun(r, layer, slots, C, mesh);
+  } else {
+    Value buffer = r.dispatch(layer.tokens, slots, E, C);
+    rows = r.gather(cloneChain(b, layer, buffer), slots);
   }
-  Value y = map.lookup(layer.expertOut);
-  Value rows = b.create<hpc::MoEGatherOp>(
-      loc, RankedTensorType::get({tokens, k, shapeOf(y)[2]}, elem), y, slots);
   Value w = b.create<hpc::UnsqueezeOp>(loc, RankedTensorType::get({tokens, k, 1}, elem),
                                        layer.gates, b.getDenseI64ArrayAttr({2}));
   Value weighted = b.create<hpc::MulOp>(loc, rows.getType(), rows, w);
@@ -322,19 +424,61 @@ void route(DenseLayer &layer, double capacityFactor) {
 struct RouteExperts : hpc::impl::HPCRouteExpertsBase<RouteExperts> {
   using HPCRouteExpertsBase::HPCRouteExpertsBase;
   void runOnOperation() override {
+    ModuleOp module = getOperation();
     if (capacityFactor < 0) {
-      getOperation().emitError() << "moe-capacity-factor must be >= 0 (0: no token is "
-                                    "dropped), not "
-                                 << capacityFactor;
+      module.emitError() << "moe-capacity-factor must be >= 0 (0: no token is "
+                            "dropped), not "
+                         << capacityFactor;
       return signalPassFailure();
     }
+    ExpertMesh split;
+    hpc::dist::MeshAttr meshAttr;
+    if (!mesh.empty()) {
+      std::string error;
+      auto parsed = hpc::dist::parseMesh(&getContext(), mesh, error);
+      if (failed(parsed)) {
+        module.emitError(error);
+        return signalPassFailure();
+      }
+      meshAttr = *parsed;
+      auto size = [&](StringRef axis) {
+        int64_t i = meshAttr.axisIndex(axis);
+        return i < 0 ? int64_t(1) : meshAttr.getSizes()[i];
+      };
+      split.ep = size("ep");
+      split.dp = size("dp");
+    }
     SmallVector<DenseLayer> layers;
-    getOperation().walk([&](hpc::TopKOp topk) {
+    module.walk([&](hpc::TopKOp topk) {
       if (std::optional<DenseLayer> layer = matchDenseLayer(topk))
         layers.push_back(std::move(*layer));
     });
+    if (split.ep > 1) {
+      if (layers.empty()) {
+        module.emitError() << "the mesh's ep=" << split.ep
+                           << " splits experts, but the model has no mixture-of-experts "
+                              "layer that routes (see --moe-dispatch)";
+        return signalPassFailure();
+      }
+      for (DenseLayer &layer : layers) {
+        int64_t tokens = shapeOf(layer.tokens)[0];
+        if (layer.numExperts % split.ep != 0) {
+          layer.topk.emitError() << "ep=" << split.ep << " does not divide the "
+                                 << layer.numExperts << " experts";
+          return signalPassFailure();
+        }
+        if (tokens % split.groups() != 0) {
+          layer.topk.emitError() << "the " << tokens << " tokens of a mixture-of-experts "
+                                 << "layer do not split over dp*ep = " << split.groups()
+                                 << " ranks";
+          return signalPassFailure();
+        }
+      }
+      // The annotations name the mesh's axes.
+      module->setAttr("dist.mesh", meshAttr);
+    }
     for (DenseLayer &layer : layers)
-      route(layer, capacityFactor);
+      route(layer, capacityFactor, split);
   }
 };
 

@@ -573,6 +573,23 @@ def moe_layer(g):
                  out=(t, 3))]
 
 
+# Two groups' slots (expert parallelism's per-rank buffers): 3 tokens each,
+# top-2 of 3 experts of capacity 2, a slot at most once per group.
+MOE_GROUP_SLOTS = [[[0, 3], [2, -1], [1, 4]], [[5, 1], [-1, 0], [2, 3]]]
+
+
+def moe_groups(g):
+    """Batched dispatch and gather: each group into its own buffers, a
+    product per expert, the rows back."""
+    slots = g.const(np.array(MOE_GROUP_SLOTS), "i64")
+    x = g.input("x", uniform(-1, 1)(g.rng, (2, 3, 4)))
+    w = g.input("w", uniform(-1, 1)(g.rng, (3, 4, 3)))
+    buf = g.op("moe_dispatch", [x, slots], {"capacity": i64(2), "num_experts": i64(3)},
+               out=(2, 3, 2, 4))
+    y = g.op("matmul", [buf, w], out=(2, 3, 2, 3))
+    return [g.op("moe_gather", [y, slots], out=(2, 3, 2, 3))]
+
+
 def view(op, x_shape, attrs, out):
     return lambda g: [g.op(op, [g.input("x", uniform(-1, 1)(g.rng, x_shape))], attrs, out=out)]
 
@@ -778,6 +795,7 @@ def cases():
         Case("moe_dispatch_no_drops", "moe_dispatch", moe_dispatch(False, 5)),
         Case("moe_gather", "moe_gather", moe_gather(2)),
         Case("moe_layer", "moe_gather", moe_layer),
+        Case("moe_groups", "moe_gather", moe_groups),
         # Data movement.
         Case("reshape", "reshape", view("reshape", (2, 3, 4), {"shape": i64s([4, 6])}, (4, 6))),
         Case("squeeze", "squeeze",

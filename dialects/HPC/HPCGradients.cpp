@@ -636,13 +636,15 @@ LogicalResult gradMoEDispatch(MoEDispatchOp op, GraphBuilder &g, ArrayRef<Value>
                               Grads &dxs) {
   Value rows = g.op<MoEGatherOp>({dy[0], op.getSlots()});
   // One input row serves all of a token's choices: their gradients add.
-  dxs[0] = rankOf(op.getInput()) == 2 ? g.reduceSum(rows, {1}, false) : rows;
+  int64_t batch = rankOf(op.getSlots()) - 2;
+  dxs[0] = rankOf(op.getInput()) == batch + 2 ? g.reduceSum(rows, {batch + 1}, false) : rows;
   return success();
 }
 LogicalResult gradMoEGather(MoEGatherOp op, GraphBuilder &g, ArrayRef<Value> dy, Grads &dxs) {
   ArrayRef<int64_t> buffer = shapeOf(op.getBuffer());
-  dxs[0] = g.op<MoEDispatchOp>({dy[0], op.getSlots()},
-                               {g.i64("num_experts", buffer[0]), g.i64("capacity", buffer[1])});
+  int64_t batch = rankOf(op.getSlots()) - 2;
+  dxs[0] = g.op<MoEDispatchOp>({dy[0], op.getSlots()}, {g.i64("num_experts", buffer[batch]),
+                                                         g.i64("capacity", buffer[batch + 1])});
   return success();
 }
 

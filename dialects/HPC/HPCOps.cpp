@@ -856,14 +856,18 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
 
 /// The routed slots `[tokens, k]` and the buffer's experts and capacity,
 /// checked against each other.
+/// `slots` as `[B..., tokens, k]` (`batched`) or `[tokens, k]` against
+/// `numExperts` buffers of `capacity` rows.
 static LogicalResult checkRouting(std::optional<Location> loc, RankedTensorType slots,
-                                  int64_t numExperts, int64_t capacity, StringRef what) {
-  if (slots.getRank() != 2)
-    return emitOptionalError(loc, what, " must be [tokens, k], got rank ", slots.getRank());
+                                  int64_t numExperts, int64_t capacity, StringRef what,
+                                  bool batched = false) {
+  if (batched ? slots.getRank() < 2 : slots.getRank() != 2)
+    return emitOptionalError(loc, what, " must be ", batched ? "[batch..., " : "[",
+                             "tokens, k], got rank ", slots.getRank());
   if (numExperts < 1 || capacity < 1)
     return emitOptionalError(loc, "num_experts (", numExperts, ") and capacity (", capacity,
                              ") must be positive");
-  int64_t k = slots.getDimSize(1);
+  int64_t k = slots.getShape().back();
   if (k != kDyn && (k < 1 || k > numExperts))
     return emitOptionalError(loc, "top-k of ", k, " does not fit ", numExperts, " experts");
   return success();
@@ -886,17 +890,24 @@ LogicalResult MoEDispatchOp::inferReturnTypes(MLIRContext *, std::optional<Locat
   auto input = ranked(loc, adaptor.getInput().getType(), "input");
   auto slots = ranked(loc, adaptor.getSlots().getType(), "slots");
   if (failed(input) || failed(slots) ||
-      failed(checkRouting(loc, *slots, adaptor.getNumExperts(), adaptor.getCapacity(), "slots")))
+      failed(checkRouting(loc, *slots, adaptor.getNumExperts(), adaptor.getCapacity(), "slots",
+                          /*batched=*/true)))
     return failure();
-  int64_t rank = input->getRank();
   ArrayRef<int64_t> in = input->getShape(), sl = slots->getShape();
+  // The slots' leading dimensions are the input's, then [tokens, (k,) hidden].
+  int64_t batch = slots->getRank() - 2;
+  int64_t rank = input->getRank() - batch;
   if (rank != 2 && rank != 3)
-    return emitOptionalError(loc, "input must be [tokens, hidden] or [tokens, k, hidden]");
-  if (in[0] != sl[0] || (rank == 3 && in[1] != sl[1]))
+    return emitOptionalError(loc, "input must be [", batch ? "batch..., " : "",
+                             "tokens, hidden] or [", batch ? "batch..., " : "",
+                             "tokens, k, hidden]");
+  if (in.take_front(batch + 1) != sl.take_front(batch + 1) ||
+      (rank == 3 && in[batch + 1] != sl[batch + 1]))
     return emitOptionalError(loc, "input ", shapeString(in), " does not match slots ",
                              shapeString(sl));
-  return push(inferred, {adaptor.getNumExperts(), adaptor.getCapacity(), in.back()},
-              input->getElementType());
+  SmallVector<int64_t> out(sl.take_front(batch));
+  out.append({adaptor.getNumExperts(), adaptor.getCapacity(), in.back()});
+  return push(inferred, out, input->getElementType());
 }
 
 LogicalResult MoEGatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -905,15 +916,49 @@ LogicalResult MoEGatherOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   auto slots = ranked(loc, adaptor.getSlots().getType(), "slots");
   if (failed(buffer) || failed(slots))
     return failure();
-  if (buffer->getRank() != 3)
-    return emitOptionalError(loc, "buffer must be [experts, capacity, hidden], got rank ",
-                             buffer->getRank());
-  ArrayRef<int64_t> b = buffer->getShape(), sl = slots->getShape();
-  if (slots->getRank() != 2)
+  if (slots->getRank() < 2)
     return emitOptionalError(loc, "slots must be [tokens, k], got rank ", slots->getRank());
-  if (b[0] != kDyn && b[1] != kDyn && failed(checkRouting(loc, *slots, b[0], b[1], "slots")))
+  int64_t batch = slots->getRank() - 2;
+  if (buffer->getRank() != batch + 3)
+    return emitOptionalError(loc, "buffer must be [", batch ? "batch..., " : "",
+                             "experts, capacity, hidden], got rank ", buffer->getRank());
+  ArrayRef<int64_t> b = buffer->getShape(), sl = slots->getShape();
+  if (b.take_front(batch) != sl.take_front(batch))
+    return emitOptionalError(loc, "buffer ", shapeString(b), " and slots ", shapeString(sl),
+                             " have different batch dimensions");
+  if (b[batch] != kDyn && b[batch + 1] != kDyn &&
+      failed(checkRouting(loc, *slots, b[batch], b[batch + 1], "slots", /*batched=*/true)))
     return failure();
-  return push(inferred, {sl[0], sl[1], b[2]}, buffer->getElementType());
+  SmallVector<int64_t> out(sl);
+  out.push_back(b.back());
+  return push(inferred, out, buffer->getElementType());
+}
+
+LogicalResult MoEExchangeSlotsOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> loc, Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  auto slots = ranked(loc, adaptor.getSlots().getType(), "slots");
+  int64_t experts = adaptor.getNumExperts(), capacity = adaptor.getCapacity();
+  if (failed(slots) || failed(checkRouting(loc, *slots, experts, capacity, "slots")))
+    return failure();
+  int64_t groups = adaptor.getGroups(), ep = adaptor.getEp(), rows = adaptor.getGroupCapacity();
+  if (groups < 1 || ep < 1 || groups % ep != 0)
+    return emitOptionalError(loc, "groups (", groups, ") must be a positive multiple of ep (",
+                             ep, ")");
+  if (experts % ep != 0)
+    return emitOptionalError(loc, "ep=", ep, " does not divide the ", experts, " experts");
+  int64_t tokens = slots->getDimSize(0);
+  if (tokens != kDyn && tokens % groups != 0)
+    return emitOptionalError(loc, "the ", tokens, " tokens do not split into ", groups,
+                             " groups");
+  // A group's kept choices of one expert: at most its tokens, and at most
+  // the expert's buffer.
+  if (tokens != kDyn && rows < std::min(capacity, tokens / groups))
+    return emitOptionalError(loc, "group_capacity ", rows, " is below min(capacity, tokens / "
+                             "groups) = ", std::min(capacity, tokens / groups));
+  Type i64 = IntegerType::get(context, 64);
+  inferred.push_back(RankedTensorType::get(slots->getShape(), i64));
+  return push(inferred, {groups / ep, experts, std::min(capacity, ep * rows)}, i64);
 }
 
 //===----------------------------------------------------------------------===//

@@ -601,6 +601,11 @@ def HPC_MoEDispatchOp : HPC_InferOp<"moe_dispatch"> {
     `[tokens, k, hidden]` (a row per choice); `slots` is moe_route's. The
     result is `[num_experts, capacity, hidden]`: row `s` (flattened) holds
     the row routed to slot `s`, and zeros where no choice was routed.
+
+    Leading batch dimensions `B...` (those of `slots` before `[tokens, k]`)
+    route independent groups: `input [B..., tokens, (k,) hidden]` into
+    `[B..., num_experts, capacity, hidden]`, each group into its own
+    buffers (expert parallelism's per-rank buffers).
   }];
   let arguments = (ins AnyRankedTensor:$input, RankedTensorOf<[I64]>:$slots,
                    I64Attr:$num_experts, I64Attr:$capacity);
@@ -614,11 +619,39 @@ def HPC_MoEGatherOp : HPC_InferOp<"moe_gather"> {
     `buffer` is `[num_experts, capacity, hidden]`, `slots` moe_route's
     `[tokens, k]`; the result `[tokens, k, hidden]` holds the buffer's row
     at each slot, zeros for a dropped choice. The transpose of moe_dispatch
-    (each slot holds one choice).
+    (each slot holds one choice). Leading batch dimensions `B...` of
+    `slots` and `buffer` gather each group from its own buffers.
   }];
   let arguments = (ins AnyRankedTensor:$buffer, RankedTensorOf<[I64]>:$slots);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def HPC_MoEExchangeSlotsOp : HPC_InferOp<"moe_exchange_slots"> {
+  let summary = "Expert parallelism's slots: per-rank buffers and their compaction";
+  let description = [{
+    `slots` is moe_route's `[tokens, k]` over the whole batch (buffers of
+    `capacity` rows). The tokens are `groups` equal consecutive blocks (the
+    data-parallel ranks, `groups / ep` slices of `ep` ranks); each group
+    dispatches its kept choices into buffers of its own,
+    `[num_experts, group_capacity]`, which an all_to_all over the `ep`
+    ranks of a slice brings to the ranks holding the experts.
+
+    `local[t, j]` is `expert * group_capacity + row`, the row being the
+    choice's place among its group's kept choices of that expert (in the
+    order of their rows in the whole batch's buffer), or -1 (dropped).
+    `rows[d, e, r]` lists, for slice `d`, expert `e`'s kept choices from the
+    slice's groups, in that order, as rows of the `[ep * group_capacity]`
+    rows the slice's ranks send the expert (`member * group_capacity +
+    row`); -1 past the last. Its `rows` dimension is
+    `min(capacity, ep * group_capacity)`. The capacity decisions are
+    moe_route's, over the whole batch, so any grouping computes what one
+    rank does.
+  }];
+  let arguments = (ins RankedTensorOf<[I64]>:$slots, I64Attr:$num_experts, I64Attr:$capacity,
+                   I64Attr:$groups, I64Attr:$ep, I64Attr:$group_capacity);
+  let results = (outs RankedTensorOf<[I64]>:$local, RankedTensorOf<[I64]>:$rows);
+  let assemblyFormat = "$slots attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -502,30 +502,64 @@ ShardingRule MoERouteOp::getShardingRule() {
   return rule;
 }
 
+/// Leading batch dimensions (expert parallelism's groups) are parallel.
 ShardingRule MoEDispatchOp::getShardingRule() {
   ShardingRule rule;
-  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
-  int64_t t = rule.addFactor(in[0], Kind::NeedsReplication);
-  int64_t k = rule.addFactor(shapeOf(getSlots())[1], Kind::NeedsReplication);
-  int64_t e = rule.addFactor(out[0], Kind::NeedsReplication);
-  int64_t c = rule.addFactor(out[1], Kind::NeedsReplication);
-  int64_t h = rule.addFactor(out[2]);
-  rule.operandDims = {in.size() == 3 ? SmallVector<int64_t>{t, k, h} : SmallVector<int64_t>{t, h},
-                      {t, k}};
-  rule.resultDims = {{e, c, h}};
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult()),
+                    sl = shapeOf(getSlots());
+  size_t batch = sl.size() - 2;
+  SmallVector<int64_t> groups;
+  for (size_t d = 0; d < batch; ++d)
+    groups.push_back(rule.addFactor(sl[d]));
+  int64_t t = rule.addFactor(sl[batch], Kind::NeedsReplication);
+  int64_t k = rule.addFactor(sl[batch + 1], Kind::NeedsReplication);
+  int64_t e = rule.addFactor(out[batch], Kind::NeedsReplication);
+  int64_t c = rule.addFactor(out[batch + 1], Kind::NeedsReplication);
+  int64_t h = rule.addFactor(out[batch + 2]);
+  auto with = [&](std::initializer_list<int64_t> dims) {
+    SmallVector<int64_t> all(groups);
+    all.append(dims);
+    return all;
+  };
+  rule.operandDims = {in.size() == batch + 3 ? with({t, k, h}) : with({t, h}), with({t, k})};
+  rule.resultDims = {with({e, c, h})};
   return rule;
 }
 
 ShardingRule MoEGatherOp::getShardingRule() {
   ShardingRule rule;
   ArrayRef<int64_t> buf = shapeOf(getBuffer()), out = shapeOf(getResult());
-  int64_t e = rule.addFactor(buf[0], Kind::NeedsReplication);
-  int64_t c = rule.addFactor(buf[1], Kind::NeedsReplication);
-  int64_t h = rule.addFactor(buf[2]);
-  int64_t t = rule.addFactor(out[0]);
-  int64_t k = rule.addFactor(out[1]);
-  rule.operandDims = {{e, c, h}, {t, k}};
-  rule.resultDims = {{t, k, h}};
+  size_t batch = shapeOf(getSlots()).size() - 2;
+  SmallVector<int64_t> groups;
+  for (size_t d = 0; d < batch; ++d)
+    groups.push_back(rule.addFactor(buf[d]));
+  int64_t e = rule.addFactor(buf[batch], Kind::NeedsReplication);
+  int64_t c = rule.addFactor(buf[batch + 1], Kind::NeedsReplication);
+  int64_t h = rule.addFactor(buf[batch + 2]);
+  int64_t t = rule.addFactor(out[batch]);
+  int64_t k = rule.addFactor(out[batch + 1]);
+  auto with = [&](std::initializer_list<int64_t> dims) {
+    SmallVector<int64_t> all(groups);
+    all.append(dims);
+    return all;
+  };
+  rule.operandDims = {with({e, c, h}), with({t, k})};
+  rule.resultDims = {with({t, k, h})};
+  return rule;
+}
+
+/// Computed whole on every rank from the whole batch's routing (a few
+/// integers a token).
+ShardingRule MoEExchangeSlotsOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> sl = shapeOf(getSlots()), rows = shapeOf(getRows());
+  int64_t t = rule.addFactor(sl[0], Kind::NeedsReplication);
+  int64_t k = rule.addFactor(sl[1], Kind::NeedsReplication);
+  int64_t d = rule.addFactor(rows[0], Kind::NeedsReplication);
+  int64_t e = rule.addFactor(rows[1], Kind::NeedsReplication);
+  int64_t r = rule.addFactor(rows[2], Kind::NeedsReplication);
+  rule.operandDims = {{t, k}};
+  rule.resultDims = {{t, k}, {d, e, r}};
   return rule;
 }
 

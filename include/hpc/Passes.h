@@ -85,6 +85,11 @@ int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef name);
 /// "bias:R" (R > 0); nullopt for anything else.
 std::optional<double> parseMoEBalance(llvm::StringRef spec);
 
+/// Marks the op whose result is a train step's auxiliary balancing loss
+/// (hpc-moe-balance's `--moe-aux-loss` term, already in the loss), which
+/// hpc-optimizer returns as the output "moe.balance_loss".
+constexpr llvm::StringLiteral kBalanceLossAttr = "hpc.moe_balance_loss";
+
 /// split(projection) along the output features becomes one projection per
 /// piece on pieces of the weight and bias (hpc-unfuse-split-projections):
 /// static slices of them (`splitWeights` false; dist-weight-pieces stores

@@ -160,7 +160,7 @@ hpc::DistSearchOptions searchOptions(const hpc::CompileOptions &options, int64_t
     so.sequenceParallel = options.train;
     // One mesh and one set of options for every stage.
     so.uniformStages = true;
-    so.expertParallel = false;
+    so.expertParallel = options.moeDispatch == "routed";
     // A forward program has no state to shard and nothing to recompute.
     so.zeroStages = "0";
     so.recompute = "off";
@@ -616,6 +616,13 @@ bool hpc::verifyCompileOptions(const CompileOptions &options, std::string &error
                 std::to_string(options.microBatches));
   if (options.microBatches > 1 && !options.train)
     return fail("micro-batches needs train (it accumulates a train step's gradients)");
+  if (int64_t ep = meshAxisSize(options.mesh, "ep"); ep > 1) {
+    if (options.moeDispatch != "routed")
+      return fail("mesh=" + options.mesh + ": ep splits routed experts; moe-dispatch=dense "
+                  "keeps every expert on every rank");
+    if (options.microBatches > 1)
+      return fail("mesh=" + options.mesh + ": ep with micro-batches is not compiled yet");
+  }
   return true;
 }
 

@@ -186,6 +186,9 @@ std::vector<StageConfig> hpc::search::stageConfigs(const CostContext &ctx,
         for (int zero : space.zeroStages) {
           if (zero > 0 && dp == 1)
             continue;
+          // hpc-opt's ZeRO shards over the mesh's dp axis, not ep's.
+          if (zero > 0 && ep > 1 && space.uniformStages)
+            continue;
           for (bool rc : space.recompute) {
             StageConfig c;
             c.dp = dp;
@@ -311,9 +314,9 @@ class OptionCache {
 public:
   OptionCache(const CostContext &ctx, const RangeKeys &keys,
               std::vector<StageConfig> configs, int64_t microBatch,
-              SearchStats *stats)
+              SearchStats *stats, const SearchSpace &space)
       : ctx(ctx), keys(keys), configs(std::move(configs)),
-        microBatch(microBatch), stats(stats) {}
+        microBatch(microBatch), stats(stats), compiled(space.uniformStages) {}
 
   const std::vector<Option> &get(int i, int j, const StagePlace &p) {
     int id = keys.id(i, j);
@@ -327,6 +330,11 @@ public:
     const std::vector<LayerRun> &runs = keys.runs(id);
     for (const StageConfig &cfg : configs) {
       if (stageConfigProblem(ctx, runs, cfg, microBatch))
+        continue;
+      // What hpc-opt compiles of expert parallelism: one stage of one
+      // micro-batch (hpc-route-experts routes the whole step's batch).
+      if (compiled && cfg.ep > 1 &&
+          (!p.first || !p.last || microBatch != ctx.options.globalBatch))
         continue;
       Option o;
       o.cfg = cfg;
@@ -346,6 +354,7 @@ private:
   std::vector<StageConfig> configs;
   int64_t microBatch;
   SearchStats *stats;
+  bool compiled; ///< the plan is one hpc-opt compiles (SearchSpace::uniformStages)
   std::unordered_map<int64_t, std::unique_ptr<std::vector<Option>>> cache;
 };
 
@@ -511,7 +520,7 @@ Plan hpc::search::searchDP(const CostContext &ctx, const SearchSpace &space,
     for (auto [S, n] : group) {
       for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
-        auto cache = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
+        auto cache = std::make_unique<OptionCache>(ctx, keys, configs, b, stats, space);
         bool improved = false;
         for (const ScheduleModel &model :
              scheduleModels(space, S, ctx.options.globalBatch / b)) {
@@ -591,7 +600,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
     for (auto [S, n] : group) {
       for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
-        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
+        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats, space);
         OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
         double before = best;
@@ -702,7 +711,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
     for (auto [S, n] : group) {
       for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : batches) {
-        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats);
+        auto owned = std::make_unique<OptionCache>(ctx, keys, configs, b, stats, space);
         OptionCache &cache = *owned;
         int64_t m = ctx.options.globalBatch / b;
         double before = best;
@@ -789,7 +798,7 @@ double hpc::search::minimumMemory(const CostContext &ctx,
     for (auto [S, n] : group) {
       for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : microBatchSizes(ctx, space)) {
-        OptionCache cache(ctx, keys, configs, b, nullptr);
+        OptionCache cache(ctx, keys, configs, b, nullptr, space);
         int64_t m = ctx.options.globalBatch / b;
         for (const ScheduleModel &model : scheduleModels(space, S, m)) {
         // G[k][i]: least max memory running [i, L) as the last k stages.
@@ -828,7 +837,7 @@ double hpc::search::minimumMemoryExhaustive(const CostContext &ctx,
     for (auto [S, n] : group) {
       for (const std::vector<StageConfig> &configs : configGroups(ctx, space, n))
       for (int64_t b : microBatchSizes(ctx, space)) {
-        OptionCache cache(ctx, keys, configs, b, nullptr);
+        OptionCache cache(ctx, keys, configs, b, nullptr, space);
         int64_t m = ctx.options.globalBatch / b;
         for (const ScheduleModel &model : scheduleModels(space, S, m))
         forEachPartition(L, S, [&](const std::vector<int> &bounds) {

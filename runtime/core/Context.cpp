@@ -714,6 +714,9 @@ void hpcrt_ctx::parseTrain(const json &m) {
       t.moeLoads.push_back(load);
     }
   }
+  if (j.contains("moe_balance_loss_output") && !j["moe_balance_loss_output"].is_null())
+    t.moeBalanceLossOutput = scalar("moe_balance_loss_output", outputs_, "output", HPCRT_F32,
+                                    t.moeBalanceLossOutputName);
   if (j.contains("labels") && !j["labels"].is_null()) {
     t.labels = strField(j, "labels", "train");
     t.labelsInput = findNamed(inputs_, t.labels);

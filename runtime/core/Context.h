@@ -142,6 +142,10 @@ struct TrainInfo {
     int64_t capacity = 0;
   };
   std::vector<MoELoad> moeLoads;
+  /// The output of the auxiliary balancing loss (an f32 scalar,
+  /// "moe_balance_loss_output"; -1: none).
+  int moeBalanceLossOutput = -1;
+  std::string moeBalanceLossOutputName;
   std::string optimizer; ///< optimizer.name ("sgd", "adamw")
   bool hasLr = false;    ///< optimizer.lr is present
   double lr = 0;         ///< optimizer.lr, the compiled base lr

@@ -253,22 +253,31 @@ HPCRT_KERNEL(top_k) {
 }
 
 //===----------------------------------------------------------------------===//
-// Mixture of experts (hpc.moe_route, moe_dispatch, moe_gather)
+// Mixture of experts (hpc.moe_route, moe_dispatch, moe_gather, moe_exchange_slots)
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-/// The slots of a `[tokens, k]` routing against a buffer of `rows` rows,
-/// each -1 (dropped) or in range.
-void checkSlots(const Tensor &slots, int64_t rows, const char *what) {
+/// The slots of a `[batch..., tokens, k]` routing against buffers of `rows`
+/// rows a group, each -1 (dropped) or in range.
+void checkSlots(const Tensor &slots, int64_t rows, const char *what, bool batched = false) {
   checkDtype(slots, HPCRT_I64, "slots");
-  if (slots.rank() != 2)
-    fail(std::string(what) + ": slots must be [tokens, k], got " + shapeString(slots.shape));
+  if (batched ? slots.rank() < 2 : slots.rank() != 2)
+    fail(std::string(what) + ": slots must be [" + (batched ? "batch..., " : "") +
+         "tokens, k], got " + shapeString(slots.shape));
   const int64_t *s = slots.as<int64_t>();
   for (int64_t i = 0; i < slots.numel; ++i)
     if (s[i] < -1 || s[i] >= rows)
       fail(std::string(what) + ": slot " + std::to_string(s[i]) + " is out of range for " +
            std::to_string(rows) + " buffer rows");
+}
+
+/// The product of the leading `n` dimensions.
+int64_t leading(const Tensor &t, size_t n) {
+  int64_t p = 1;
+  for (size_t d = 0; d < n; ++d)
+    p *= t.shape[d];
+  return p;
 }
 
 } // namespace
@@ -305,25 +314,34 @@ HPCRT_KERNEL(moe_dispatch) {
   Tensor &x = c.in(0), &slots = c.in(1), &y = c.out();
   int64_t capacity = c.i(), numExperts = c.i();
   checkSameDtype(x, y, "moe_dispatch");
+  int64_t rows = numExperts * capacity;
+  checkSlots(slots, rows, "moe_dispatch", /*batched=*/true);
+  size_t batch = slots.shape.size() - 2;
+  int64_t groups = leading(slots, batch);
+  int64_t tokens = slots.shape[batch], k = slots.shape[batch + 1];
   int64_t hidden = x.shape.back();
-  checkShape(y, {numExperts, capacity, hidden}, "result");
-  checkSlots(slots, numExperts * capacity, "moe_dispatch");
-  int64_t tokens = slots.shape[0], k = slots.shape[1];
-  bool perChoice = x.rank() == 3;
-  checkShape(x, perChoice ? std::vector<int64_t>{tokens, k, hidden}
-                          : std::vector<int64_t>{tokens, hidden},
-             "input");
+  std::vector<int64_t> lead(slots.shape.begin(), slots.shape.begin() + batch);
+  auto shape = [&](std::initializer_list<int64_t> tail) {
+    std::vector<int64_t> s(lead);
+    s.insert(s.end(), tail);
+    return s;
+  };
+  checkShape(y, shape({numExperts, capacity, hidden}), "result");
+  bool perChoice = x.rank() == slots.rank() + 1;
+  checkShape(x, perChoice ? shape({tokens, k, hidden}) : shape({tokens, hidden}), "input");
   size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(x.dtype);
   const int64_t *s = slots.as<int64_t>();
   const uint8_t *src = x.as<uint8_t>();
   uint8_t *dst = y.as<uint8_t>();
-  // Which choice fills each buffer row (-1: none, the row is zero).
-  std::vector<int64_t> source(static_cast<size_t>(numExperts * capacity), -1);
-  for (int64_t i = 0; i < tokens * k; ++i)
-    if (s[i] >= 0)
-      source[s[i]] = i;
+  // Which choice fills each buffer row (-1: none, the row is zero), groups
+  // one after another.
+  std::vector<int64_t> source(static_cast<size_t>(groups * rows), -1);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < tokens * k; ++i)
+      if (int64_t slot = s[g * tokens * k + i]; slot >= 0)
+        source[g * rows + slot] = g * tokens * k + i;
   double cost = static_cast<double>(rowBytes) / 4;
-  parallelFor(numExperts * capacity, cost, [&](int64_t r0, int64_t r1) {
+  parallelFor(groups * rows, cost, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t i = source[r];
       if (i < 0)
@@ -338,12 +356,21 @@ HPCRT_KERNEL(moe_gather) {
   c.expect(1, 2);
   Tensor &buffer = c.in(0), &slots = c.in(1), &y = c.out();
   checkSameDtype(buffer, y, "moe_gather");
-  if (buffer.rank() != 3)
-    fail("moe_gather: buffer must be [experts, capacity, hidden], got " +
-         shapeString(buffer.shape));
-  checkSlots(slots, buffer.shape[0] * buffer.shape[1], "moe_gather");
-  int64_t hidden = buffer.shape[2];
-  checkShape(y, {slots.shape[0], slots.shape[1], hidden}, "result");
+  if (slots.rank() < 2 || buffer.rank() != slots.rank() + 1)
+    fail("moe_gather: buffer must be [batch..., experts, capacity, hidden] for slots " +
+         shapeString(slots.shape) + ", got " + shapeString(buffer.shape));
+  size_t batch = slots.shape.size() - 2;
+  for (size_t d = 0; d < batch; ++d)
+    if (buffer.shape[d] != slots.shape[d])
+      fail("moe_gather: buffer " + shapeString(buffer.shape) + " and slots " +
+           shapeString(slots.shape) + " have different batch dimensions");
+  int64_t rows = buffer.shape[batch] * buffer.shape[batch + 1];
+  checkSlots(slots, rows, "moe_gather", /*batched=*/true);
+  int64_t hidden = buffer.shape.back();
+  std::vector<int64_t> out(slots.shape);
+  out.push_back(hidden);
+  checkShape(y, out, "result");
+  int64_t perGroup = slots.shape[batch] * slots.shape[batch + 1];
   size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(buffer.dtype);
   const int64_t *s = slots.as<int64_t>();
   const uint8_t *src = buffer.as<uint8_t>();
@@ -353,7 +380,57 @@ HPCRT_KERNEL(moe_gather) {
       if (s[i] < 0)
         memset(dst + i * rowBytes, 0, rowBytes);
       else
-        memcpy(dst + i * rowBytes, src + s[i] * rowBytes, rowBytes);
+        memcpy(dst + i * rowBytes, src + ((i / perGroup) * rows + s[i]) * rowBytes, rowBytes);
     }
   });
+}
+
+HPCRT_KERNEL(moe_exchange_slots) {
+  c.expect(2, 1);
+  Tensor &slots = c.in(0), &local = c.out(0), &rowsOut = c.out(1);
+  // Attributes in name order.
+  int64_t capacity = c.i(), ep = c.i(), groupCapacity = c.i(), groups = c.i(),
+          numExperts = c.i();
+  checkSlots(slots, numExperts * capacity, "moe_exchange_slots");
+  int64_t tokens = slots.shape[0], k = slots.shape[1];
+  if (groups < 1 || ep < 1 || groups % ep || tokens % groups || numExperts % ep)
+    fail("moe_exchange_slots: " + std::to_string(tokens) + " tokens and " +
+         std::to_string(numExperts) + " experts do not split into " + std::to_string(groups) +
+         " groups of ep=" + std::to_string(ep));
+  int64_t slices = groups / ep, compact = std::min(capacity, ep * groupCapacity);
+  checkShape(local, slots.shape, "local result");
+  checkShape(rowsOut, {slices, numExperts, compact}, "rows result");
+  checkDtype(local, HPCRT_I64, "local result");
+  checkDtype(rowsOut, HPCRT_I64, "rows result");
+  const int64_t *s = slots.as<int64_t>();
+  int64_t *l = local.as<int64_t>(), *r = rowsOut.as<int64_t>();
+  // The choice in each row of the whole batch's buffers; then, rows in
+  // order, each choice takes the next row of its group's buffer of that
+  // expert and the next compacted row of its slice.
+  int64_t perGroup = tokens / groups;
+  std::vector<int64_t> choice(static_cast<size_t>(numExperts * capacity), -1);
+  for (int64_t i = 0; i < tokens * k; ++i) {
+    l[i] = -1;
+    if (s[i] >= 0)
+      choice[s[i]] = i;
+  }
+  std::fill(r, r + rowsOut.numel, -1);
+  std::vector<int64_t> groupRows(static_cast<size_t>(groups)),
+      sliceRows(static_cast<size_t>(slices));
+  for (int64_t e = 0; e < numExperts; ++e) {
+    std::fill(groupRows.begin(), groupRows.end(), 0);
+    std::fill(sliceRows.begin(), sliceRows.end(), 0);
+    for (int64_t row = 0; row < capacity; ++row) {
+      int64_t i = choice[e * capacity + row];
+      if (i < 0)
+        continue;
+      int64_t g = (i / k) / perGroup, d = g / ep;
+      int64_t mine = groupRows[g]++;
+      if (mine >= groupCapacity)
+        fail("moe_exchange_slots: group " + std::to_string(g) + " has more than " +
+             std::to_string(groupCapacity) + " rows of expert " + std::to_string(e));
+      l[i] = e * groupCapacity + mine;
+      r[(d * numExperts + e) * compact + sliceRows[d]++] = (g % ep) * groupCapacity + mine;
+    }
+  }
 }

@@ -47,8 +47,8 @@ struct DataArgs {
 
 /// This rank's place in the data-parallel split of the batch.
 struct DataRank {
-  int64_t index = 0; ///< the dp coordinate
-  int64_t size = 1;  ///< the size of the mesh axis "dp" (1 without one)
+  int64_t index = 0; ///< the data-parallel coordinate (dp, then ep)
+  int64_t size = 1;  ///< the ranks of the axes "dp" and "ep" (1 without them)
 };
 
 class BatchLoader {

@@ -126,6 +126,8 @@ void MetricsFile::step(const StepReport &r) {
              choices > 0 ? static_cast<double>(dropped) / static_cast<double>(choices) : 0.0);
     j.add("moe_dropped", buf);
   }
+  if (r.hasBalanceLoss)
+    j.add("moe_balance_loss", jsonDouble(r.balanceLoss));
   line(j.text());
   for (const GuardEvent &e : r.events)
     event(r.step, e);

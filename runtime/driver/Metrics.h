@@ -45,6 +45,8 @@ struct StepReport {
   /// the rows its buffer holds (choices past them were dropped).
   std::vector<std::vector<int64_t>> moeLoad;
   std::vector<int64_t> moeCapacity;
+  bool hasBalanceLoss = false;
+  double balanceLoss = 0; ///< the auxiliary balancing loss (in `loss` too)
   std::vector<GuardEvent> events;
 };
 

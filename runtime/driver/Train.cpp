@@ -53,14 +53,18 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-/// This rank's place on the mesh axis named "dp" (none: one data rank).
+/// This rank's place among the ranks the batch is split over: the mesh
+/// axes "dp" and "ep", dp major (none: one data rank). The compiler splits
+/// a train step's inputs alike (dist-partition's splitBatchInputs).
 DataRank dataRankOf(const Context &ctx, const MpiRun &mpi) {
   DataRank r;
-  for (size_t a = 0; a < ctx.mesh().size(); ++a)
-    if (ctx.mesh()[a].name == "dp") {
-      r.size = ctx.mesh()[a].size;
-      r.index = mpi.comm ? mpi.comm->coords()[a] : 0;
-    }
+  for (const char *axis : {"dp", "ep"})
+    for (size_t a = 0; a < ctx.mesh().size(); ++a)
+      if (ctx.mesh()[a].name == axis) {
+        int64_t size = ctx.mesh()[a].size;
+        r.index = r.index * size + (mpi.comm ? mpi.comm->coords()[a] : 0);
+        r.size *= size;
+      }
   return r;
 }
 
@@ -729,6 +733,10 @@ StepReport Trainer::trainStep(int64_t step) {
     const int64_t *n = load.as<int64_t>();
     r.moeLoad.emplace_back(n, n + load.numel);
     r.moeCapacity.push_back(m.capacity);
+  }
+  if (t.moeBalanceLossOutput >= 0) {
+    r.hasBalanceLoss = true;
+    r.balanceLoss = outputScalar(t.moeBalanceLossOutput);
   }
   dumpOutputs(step);
   if (eval_ && step % o_.evalEvery == 0) {

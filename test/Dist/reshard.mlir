@@ -35,3 +35,22 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
   }
 }
 
+// -----
+
+// The last axis of a dimension's list moving to another dimension (expert
+// parallelism: dp+ep groups to dp groups of ep-split experts) and back is
+// one all_to_all over that axis each way; dp stays.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[S:.+]] = dist.all_slice %{{.+}} over ["dp", "ep"] dim 0 : tensor<4x8x2xf32> -> tensor<1x8x2xf32>
+// CHECK: %[[E:.+]] = dist.all_to_all %[[S]] over ["ep"] split 1 concat 0 : tensor<1x8x2xf32> -> tensor<2x4x2xf32>
+// CHECK: dist.all_to_all %[[E]] over ["ep"] split 0 concat 1 : tensor<2x4x2xf32> -> tensor<1x8x2xf32>
+// CHECK-NOT: dist.all_gather{{.*}}over ["ep"]
+module attributes {dist.mesh = #dist.mesh<dp = 2 : inter_node, ep = 2 : intra_node>} {
+  func.func @main(%x: tensor<4x8x2xf32>) -> tensor<4x8x2xf32> {
+    %0 = dist.annotate %x : tensor<4x8x2xf32> to #dist.sharding<[[dp, ep], [], []]>
+    %1 = dist.annotate %0 : tensor<4x8x2xf32> to #dist.sharding<[[dp], [ep], []]>
+    %2 = dist.annotate %1 : tensor<4x8x2xf32> to #dist.sharding<[[dp, ep], [], []]>
+    return %2 : tensor<4x8x2xf32>
+  }
+}
+

@@ -663,6 +663,13 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
     PassManager route(&context);
     hpc::HPCRouteExpertsOptions routeOptions;
     routeOptions.capacityFactor = moeCapacityFactorFlag;
+    // Expert parallelism: the mesh given, or the one the search planned.
+    std::string mesh = meshSpec;
+    if (mesh.empty())
+      if (FailureOr<std::string> planned = hpc::planMesh(*module); succeeded(planned))
+        mesh = *planned;
+    if (hpc::meshAxisSize(mesh, "ep") > 1)
+      routeOptions.mesh = mesh;
     route.addPass(hpc::createHPCRouteExperts(routeOptions));
     return succeeded(route.run(*module));
   };

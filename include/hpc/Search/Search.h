@@ -52,7 +52,9 @@ struct SearchSpace {
   int64_t microBatch = 0;  ///< samples per micro-batch; 0: searched
   /// Every stage runs the same configuration (dp, tp, sp, ep, ZeRO stage,
   /// recomputation): what hpc-opt compiles, one mesh and one set of
-  /// options for all stages. Otherwise each stage chooses its own.
+  /// options for all stages (and expert parallelism only in a plan of one
+  /// stage and one micro-batch, without ZeRO). Otherwise each stage
+  /// chooses its own.
   bool uniformStages = false;
   /// Pipeline schedules a plan of several stages may run (the compiler's:
   /// dist-pipeline runs whichever the plan names); a one-stage plan runs its
