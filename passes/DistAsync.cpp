@@ -11,6 +11,11 @@
 // gradient reshaped for its optimizer update at the end of the step) move
 // with the wait, so the wait lands at the first op that needs the data.
 //
+// An all_to_all (expert parallelism's token exchange, which the very next
+// ops wait for) also goes ahead of the ops it does not depend on: they run
+// while the tokens travel (an expert layer's weight gradients while its
+// input gradients go back to the tokens' ranks).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Relayouts.h"
@@ -87,6 +92,33 @@ void boundInFlight(Block &block) {
   }
 }
 
+/// Moves `start` (with what it depends on) ahead of the ops before it that
+/// it does not depend on, within the stretch of pure kernels right before
+/// it (a collective, a wait or an op with effects ends the stretch), so
+/// that those ops run between the start and its wait. The moved ops keep
+/// their order; nothing they feed comes before them.
+void startBeforeIndependentOps(Operation *start) {
+  SmallVector<Operation *> stretch;
+  for (Operation *op = start->getPrevNode(); op; op = op->getPrevNode()) {
+    if (!isMemoryEffectFree(op) || isa<DistDialect>(op->getDialect()))
+      break;
+    stretch.push_back(op);
+  }
+  llvm::DenseSet<Operation *> inStretch(stretch.begin(), stretch.end()), needed;
+  SmallVector<Operation *> work{start};
+  while (!work.empty())
+    for (Value v : work.pop_back_val()->getOperands())
+      if (Operation *def = v.getDefiningOp(); def && inStretch.contains(def) &&
+                                              needed.insert(def).second)
+        work.push_back(def);
+  Operation *after = start;
+  for (Operation *op : llvm::reverse(stretch))
+    if (!needed.contains(op)) {
+      op->moveAfter(after);
+      after = op;
+    }
+}
+
 struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncCollectives> {
   void runOnOperation() override {
     SmallVector<Operation *> collectives;
@@ -159,6 +191,10 @@ struct DistAsyncCollectives : hpc::impl::DistAsyncCollectivesBase<DistAsyncColle
         hpc::moveRelayouts(chain, wait, first);
       op->erase();
     }
+    SmallVector<Operation *> exchanges;
+    getOperation().walk([&](AllToAllStartOp start) { exchanges.push_back(start); });
+    for (Operation *start : exchanges)
+      startBeforeIndependentOps(start);
     getOperation().walk([](Block *block) { boundInFlight(*block); });
   }
 };

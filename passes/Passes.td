@@ -187,17 +187,19 @@ def HPCRouteExperts : Pass<"hpc-route-experts", "mlir::ModuleOp"> {
     or every token with capacity-factor 0, which equals the dense dispatch.
     A layer whose experts do anything but per-token work stays dense.
 
-    With a `mesh` whose `ep` axis is larger than 1 (expert parallelism: the
-    `dp` and `ep` axes split the tokens into dp*ep groups, each `ep`
-    consecutive groups one slice; the module gets the mesh): the routing is
-    still the whole batch's, but each group dispatches its own tokens into
-    buffers of its own (hpc.moe_exchange_slots gives the rows), a
-    dist.annotate pair moves them from the group's rank to the experts'
-    ranks along ep (one all_to_all once partitioned), each rank compacts
-    what it received into its experts' rows of the whole batch's buffers
-    and runs the experts' chain on those, and the results travel back the
-    same way. The chain runs on `[experts, slices * min(capacity, ep *
-    group rows), hidden]`, the experts split over ep and the rows over dp.
+    With a `mesh` of more than one data-parallel rank (its `dp` and `ep`
+    axes split the tokens into dp*ep groups, each `ep` consecutive groups
+    one slice; the module gets the mesh): the routing is still the whole
+    batch's, but each group dispatches its own tokens into buffers of its
+    own (hpc.moe_exchange_slots gives the rows); with ep > 1 (expert
+    parallelism) a dist.annotate pair moves them from the group's rank to
+    the experts' ranks along ep (one all_to_all once partitioned); each rank
+    compacts what it has into its experts' rows of the whole batch's
+    buffers and runs the experts' chain on those, and the results travel
+    back the same way. The chain runs on `[experts, slices * min(capacity,
+    ep * group rows), hidden]`, the experts split over ep and the rows over
+    dp. (hpc-compile gives the mesh where it has an ep axis, or a dp axis
+    in a step of one stage and one micro-batch: hpc::routingMesh.)
   }];
   let options = [
     Option<"capacityFactor", "capacity-factor", "double", /*default=*/"0.0",

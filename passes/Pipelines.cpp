@@ -17,8 +17,7 @@ void hpc::buildCompilePipeline(mlir::OpPassManager &pm,
   if (options.moeDispatch == "routed") {
     HPCRouteExpertsOptions route;
     route.capacityFactor = options.moeCapacityFactor;
-    if (meshAxisSize(options.mesh, "ep") > 1)
-      route.mesh = options.mesh;
+    route.mesh = routingMesh(options.mesh, options.microBatches);
     pm.addPass(createHPCRouteExperts(route));
   }
   if (options.train) {

@@ -25,9 +25,9 @@
 // holds for the batched products, elementwise activations and slices of the
 // hidden dimension; anything else leaves the layer dense.
 //
-// With an ep mesh axis (expert parallelism) the routing stays the whole
-// batch's, but the buffers travel: each data-parallel rank dispatches its
-// tokens into buffers of its own, dist.annotate pairs move them to the
+// With a mesh of data-parallel ranks the routing stays the whole batch's,
+// but each rank dispatches its own tokens into buffers of its own; with an
+// ep axis (expert parallelism) dist.annotate pairs move them to the
 // experts' ranks (one all_to_all each way once partitioned), and each rank
 // runs its experts' chain on their rows of the whole batch's buffers
 // (exchangeAndRun below).
@@ -321,7 +321,8 @@ public:
         hpc::dist::Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
     if (m.dp > 1)
       s.dims[0].push_back("dp");
-    (source ? s.dims[0] : s.dims[1]).push_back("ep");
+    if (m.ep > 1)
+      (source ? s.dims[0] : s.dims[1]).push_back("ep");
     return b.create<hpc::dist::AnnotateOp>(loc, v.getType(), v, s.toAttr(b.getContext()));
   }
   Value dispatch(Value input, Value slots, int64_t experts, int64_t capacity) {
@@ -340,7 +341,10 @@ public:
 /// over `m.ep` ranks: each group's tokens go to its own [E, Cp] buffers,
 /// which an all_to_all over ep brings to the experts' ranks; there they
 /// are compacted into the slice's rows of the whole batch's buffers
-/// ([E, D * Cd]), the chain runs, and the rows travel back alike.
+/// ([E, D * Cd]), the chain runs, and the rows travel back alike. Under
+/// data parallelism alone (ep 1) nothing travels: each dp rank runs every
+/// expert on its own tokens' rows (min(C, its tokens) an expert) instead
+/// of on the whole batch's buffers.
 Value exchangeAndRun(Routing &r, const DenseLayer &layer, Value slots, int64_t C,
                      const ExpertMesh &m) {
   OpBuilder &b = r.b;
@@ -394,7 +398,7 @@ void route(DenseLayer &layer, double capacityFactor, const ExpertMesh &mesh) {
   Type elem = cast<RankedTensorType>(layer.tokens.getType()).getElementType();
   Routing r(b, loc);
   Value rows;
-  if (mesh.ep > 1) {
+  if (mesh.groups() > 1 && tokens % mesh.groups() == 0) {
     rows = exchangeAndRun(r, layer, slots, C, mesh);
   } else {
     Value buffer = r.dispatch(layer.tokens, slots, E, C);
@@ -420,6 +424,17 @@ void route(DenseLayer &layer, double capacityFactor, const ExpertMesh &mesh) {
         dead.push_back(def);
   }
 }
+
+} // namespace
+
+std::string hpc::routingMesh(llvm::StringRef mesh, int64_t microBatches) {
+  if (meshAxisSize(mesh, "ep") > 1 ||
+      (meshAxisSize(mesh, "dp") > 1 && meshAxisSize(mesh, "pp") <= 1 && microBatches <= 1))
+    return mesh.str();
+  return "";
+}
+
+namespace {
 
 struct RouteExperts : hpc::impl::HPCRouteExpertsBase<RouteExperts> {
   using HPCRouteExpertsBase::HPCRouteExpertsBase;
@@ -474,9 +489,10 @@ struct RouteExperts : hpc::impl::HPCRouteExpertsBase<RouteExperts> {
           return signalPassFailure();
         }
       }
-      // The annotations name the mesh's axes.
-      module->setAttr("dist.mesh", meshAttr);
     }
+    // The annotations name the mesh's axes.
+    if (split.groups() > 1 && !layers.empty())
+      module->setAttr("dist.mesh", meshAttr);
     for (DenseLayer &layer : layers)
       route(layer, capacityFactor, split);
   }

@@ -85,6 +85,12 @@ int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef name);
 /// "bias:R" (R > 0); nullopt for anything else.
 std::optional<double> parseMoEBalance(llvm::StringRef spec);
 
+/// The mesh hpc-route-experts is given for a compile over `mesh`: one with
+/// an ep axis (expert parallelism), or with a dp axis in a step of one
+/// stage and one micro-batch (each dp rank then routes its own tokens into
+/// buffers of its own); otherwise none (every rank routes the whole batch).
+std::string routingMesh(llvm::StringRef mesh, int64_t microBatches);
+
 /// Marks the op whose result is a train step's auxiliary balancing loss
 /// (hpc-moe-balance's `--moe-aux-loss` term, already in the loss), which
 /// hpc-optimizer returns as the output "moe.balance_loss".

@@ -39,6 +39,25 @@ module attributes {dist.mesh = #dist.mesh<tp = 2 : intra_node>} {
     return %a : tensor<4x8xf32>
   }
 
+  // An all_to_all (expert parallelism's exchange) also goes ahead of the
+  // kernels before it that it does not need: the exp and the matmul on
+  // another input (a weight gradient) run while it moves; the relu it
+  // needs stays before it.
+  // CHECK-LABEL: func.func @exchange
+  // CHECK: %[[R:.+]] = hpc.relu %arg0
+  // CHECK-NEXT: %[[T:.+]] = dist.all_to_all_start %[[R]] over ["tp"] split 1 concat 0
+  // CHECK-NEXT: %[[E:.+]] = hpc.exp %arg1
+  // CHECK-NEXT: %[[M:.+]] = hpc.matmul %[[E]], %arg1
+  // CHECK-NEXT: %[[W:.+]] = dist.wait %[[T]]
+  func.func @exchange(%x: tensor<4x8xf32>, %y: tensor<8x8xf32>) -> (tensor<8x4xf32>, tensor<8x8xf32>) {
+    %e = hpc.exp %y : tensor<8x8xf32>
+    %r = hpc.relu %x : tensor<4x8xf32>
+    %m = hpc.matmul %e, %y : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    %t = dist.all_to_all %r over ["tp"] split 1 concat 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+    %n = hpc.neg %t : tensor<8x4xf32>
+    return %n, %m : tensor<8x4xf32>, tensor<8x8xf32>
+  }
+
   // The reshape and transpose that only re-lay out a reduced gradient for
   // its real user follow the wait there, so the all_reduce runs under the
   // matmul before it.

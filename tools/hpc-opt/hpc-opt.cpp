@@ -665,11 +665,13 @@ static int runOnONNX(const std::string &inputFile, const std::string &outputFile
     routeOptions.capacityFactor = moeCapacityFactorFlag;
     // Expert parallelism: the mesh given, or the one the search planned.
     std::string mesh = meshSpec;
+    int64_t microBatches = microBatchesFlag;
     if (mesh.empty())
-      if (FailureOr<std::string> planned = hpc::planMesh(*module); succeeded(planned))
+      if (FailureOr<std::string> planned = hpc::planMesh(*module); succeeded(planned)) {
         mesh = *planned;
-    if (hpc::meshAxisSize(mesh, "ep") > 1)
-      routeOptions.mesh = mesh;
+        microBatches = std::max(microBatches, hpc::planMicroBatches(*module));
+      }
+    routeOptions.mesh = hpc::routingMesh(mesh, microBatches);
     route.addPass(hpc::createHPCRouteExperts(routeOptions));
     return succeeded(route.run(*module));
   };
