@@ -37,6 +37,7 @@
 #include "DistSharding.h"
 #include "hpc/Passes.h"
 
+#include "HPC/HPCBuilder.h"
 #include "HPC/HPCOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,6 +54,7 @@ namespace hpc {
 } // namespace hpc
 
 using namespace mlir;
+using hpc::GraphBuilder;
 
 namespace {
 
@@ -298,44 +300,33 @@ struct ExpertMesh {
   int64_t groups() const { return ep * dp; }
 };
 
-class Routing {
-public:
-  Routing(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+/// `v` ([groups or dp slices, E, ...]) constrained to the groups' layout
+/// (`source`: each data-parallel rank holds its own rows) or the experts'
+/// (dim 0 over dp, the experts over ep).
+Value annotateLayout(GraphBuilder &g, Value v, const ExpertMesh &m, bool source) {
+  hpc::dist::Sharding s =
+      hpc::dist::Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
+  if (m.dp > 1)
+    s.dims[0].push_back("dp");
+  if (m.ep > 1)
+    (source ? s.dims[0] : s.dims[1]).push_back("ep");
+  return g.builder().create<hpc::dist::AnnotateOp>(g.location(), v.getType(), v,
+                                                   s.toAttr(v.getContext()));
+}
 
-  Value reshape(Value v, ArrayRef<int64_t> shape) {
-    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
-    return b.create<hpc::ReshapeOp>(loc, type, v, b.getDenseI64ArrayAttr(shape));
-  }
-  Value transpose(Value v, ArrayRef<int64_t> perm) {
-    ArrayRef<int64_t> in = shapeOf(v);
-    SmallVector<int64_t> shape;
-    for (int64_t p : perm)
-      shape.push_back(in[p]);
-    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
-    return b.create<hpc::TransposeOp>(loc, type, v, b.getDenseI64ArrayAttr(perm));
-  }
-  /// `v` ([groups or D * ep, E, ...]) constrained to `layout`: the groups'
-  /// ranks hold their own rows (`source`) or the experts' ranks theirs.
-  Value annotate(Value v, const ExpertMesh &m, bool source) {
-    hpc::dist::Sharding s =
-        hpc::dist::Sharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
-    if (m.dp > 1)
-      s.dims[0].push_back("dp");
-    if (m.ep > 1)
-      (source ? s.dims[0] : s.dims[1]).push_back("ep");
-    return b.create<hpc::dist::AnnotateOp>(loc, v.getType(), v, s.toAttr(b.getContext()));
-  }
-  Value dispatch(Value input, Value slots, int64_t experts, int64_t capacity) {
-    return b.create<hpc::MoEDispatchOp>(loc, input, slots, b.getI64IntegerAttr(experts),
-                                        b.getI64IntegerAttr(capacity));
-  }
-  Value gather(Value buffer, Value slots) {
-    return b.create<hpc::MoEGatherOp>(loc, buffer, slots);
-  }
+/// `v` moved from the groups' ranks to the experts' (`toExperts`) or back:
+/// one all_to_all over ep once partitioned; nothing without ep.
+Value exchange(GraphBuilder &g, Value v, const ExpertMesh &m, bool toExperts) {
+  if (m.ep == 1)
+    return v;
+  return annotateLayout(g, annotateLayout(g, v, m, /*source=*/toExperts), m,
+                        /*source=*/!toExperts);
+}
 
-  OpBuilder &b;
-  Location loc;
-};
+Value dispatch(GraphBuilder &g, Value input, Value slots, int64_t experts, int64_t capacity) {
+  return g.op<hpc::MoEDispatchOp>({input, slots}, {g.i64("num_experts", experts),
+                                                   g.i64("capacity", capacity)});
+}
 
 /// Y's rows for each token's choices, [T, k, H'], with the experts split
 /// over `m.ep` ranks: each group's tokens go to its own [E, Cp] buffers,
@@ -345,9 +336,9 @@ public:
 /// data parallelism alone (ep 1) nothing travels: each dp rank runs every
 /// expert on its own tokens' rows (min(C, its tokens) an expert) instead
 /// of on the whole batch's buffers.
-Value exchangeAndRun(Routing &r, const DenseLayer &layer, Value slots, int64_t C,
+Value exchangeAndRun(GraphBuilder &g, const DenseLayer &layer, Value slots, int64_t C,
                      const ExpertMesh &m) {
-  OpBuilder &b = r.b;
+  OpBuilder &b = g.builder();
   int64_t T = shapeOf(layer.tokens)[0], H = shapeOf(layer.tokens)[1];
   int64_t k = shapeOf(slots)[1], E = layer.numExperts;
   int64_t N = m.groups(), D = m.dp, G = m.ep, Tl = T / N;
@@ -356,29 +347,28 @@ Value exchangeAndRun(Routing &r, const DenseLayer &layer, Value slots, int64_t C
     return RankedTensorType::get(shape, b.getI64Type());
   };
   auto plan = b.create<hpc::MoEExchangeSlotsOp>(
-      r.loc, TypeRange{i64({T, k}), i64({D, E, Cd})}, slots, b.getI64IntegerAttr(E),
+      g.location(), TypeRange{i64({T, k}), i64({D, E, Cd})}, slots, b.getI64IntegerAttr(E),
       b.getI64IntegerAttr(C), b.getI64IntegerAttr(N), b.getI64IntegerAttr(G),
       b.getI64IntegerAttr(Cp));
   // Computed whole on every rank; each takes its group's slots and its
   // experts' rows (a free slice, and the ops that read them stay split).
-  Value local = r.annotate(r.reshape(plan.getLocal(), {N, Tl, k}), m, /*source=*/true);
-  Value rows = r.annotate(r.reshape(plan.getRows(), {D, E, Cd, 1}), m, /*source=*/false);
+  Value local = annotateLayout(g, g.reshape(plan.getLocal(), {N, Tl, k}), m, /*source=*/true);
+  Value rows = annotateLayout(g, g.reshape(plan.getRows(), {D, E, Cd, 1}), m, /*source=*/false);
   // Each group's buffers, then the experts' ranks' [D, E, G * Cp] rows.
-  Value sent = r.dispatch(r.reshape(layer.tokens, {N, Tl, H}), local, E, Cp);
-  Value got = r.annotate(r.annotate(sent, m, /*source=*/true), m, /*source=*/false);
-  got = r.transpose(r.reshape(got, {D, G, E, Cp, H}), {0, 2, 1, 3, 4});
-  got = r.reshape(got, {D, E, 1, G * Cp, H});
+  Value sent = dispatch(g, g.reshape(layer.tokens, {N, Tl, H}), local, E, Cp);
+  Value got = exchange(g, sent, m, /*toExperts=*/true);
+  got = g.transpose(g.reshape(got, {D, G, E, Cp, H}), {0, 2, 1, 3, 4});
+  got = g.reshape(got, {D, E, 1, G * Cp, H});
   // Compacted into the whole batch's rows, [E, D * Cd] (dp splits the rows).
-  Value in = r.reshape(r.gather(got, rows), {D, E, Cd, H});
-  in = r.reshape(r.transpose(in, {1, 0, 2, 3}), {E, D * Cd, H});
+  Value in = g.reshape(g.op<hpc::MoEGatherOp>({got, rows}), {D, E, Cd, H});
+  in = g.reshape(g.transpose(in, {1, 0, 2, 3}), {E, D * Cd, H});
   Value y = cloneChain(b, layer, in);
   int64_t H2 = shapeOf(y)[2];
-  Value out = r.transpose(r.reshape(y, {E, D, Cd, H2}), {1, 0, 2, 3});
-  out = r.dispatch(r.reshape(out, {D, E, Cd, 1, H2}), rows, 1, G * Cp);
-  out = r.transpose(r.reshape(out, {D, E, G, Cp, H2}), {0, 2, 1, 3, 4});
-  out = r.reshape(out, {N, E, Cp, H2});
-  Value back = r.annotate(r.annotate(out, m, /*source=*/false), m, /*source=*/true);
-  return r.reshape(r.gather(back, local), {T, k, H2});
+  Value out = g.transpose(g.reshape(y, {E, D, Cd, H2}), {1, 0, 2, 3});
+  out = dispatch(g, g.reshape(out, {D, E, Cd, 1, H2}), rows, 1, G * Cp);
+  out = g.transpose(g.reshape(out, {D, E, G, Cp, H2}), {0, 2, 1, 3, 4});
+  Value back = exchange(g, g.reshape(out, {N, E, Cp, H2}), m, /*toExperts=*/false);
+  return g.reshape(g.op<hpc::MoEGatherOp>({back, local}), {T, k, H2});
 }
 
 void route(DenseLayer &layer, double capacityFactor, const ExpertMesh &mesh) {
@@ -396,13 +386,13 @@ void route(DenseLayer &layer, double capacityFactor, const ExpertMesh &mesh) {
       idx, b.getI64IntegerAttr(E), b.getI64IntegerAttr(C));
   Value slots = routed.getSlots();
   Type elem = cast<RankedTensorType>(layer.tokens.getType()).getElementType();
-  Routing r(b, loc);
+  GraphBuilder g(b, loc);
   Value rows;
   if (mesh.groups() > 1 && tokens % mesh.groups() == 0) {
-    rows = exchangeAndRun(r, layer, slots, C, mesh);
+    rows = exchangeAndRun(g, layer, slots, C, mesh);
   } else {
-    Value buffer = r.dispatch(layer.tokens, slots, E, C);
-    rows = r.gather(cloneChain(b, layer, buffer), slots);
+    Value buffer = dispatch(g, layer.tokens, slots, E, C);
+    rows = g.op<hpc::MoEGatherOp>({cloneChain(b, layer, buffer), slots});
   }
   Value w = b.create<hpc::UnsqueezeOp>(loc, RankedTensorType::get({tokens, k, 1}, elem),
                                        layer.gates, b.getDenseI64ArrayAttr({2}));
