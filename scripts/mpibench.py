@@ -36,11 +36,11 @@ def add_gpt_args(ap, layers, embd, heads, vocab, seq, batch, steps):
     ap.add_argument("--steps", type=int, default=steps)
 
 
-def gpt_with_tokens(d, a):
+def gpt_with_tokens(d, a, data_seed=0):
     """Writes d/gpt.onnx (scripts/gen_gpt.py of a.layers, a.embd, a.heads,
-    a.vocab, a.seq, and a.experts, a.top_k where a has them) and a.batch * a.steps random token rows as
-    d/input_ids.npy and d/labels.npy (shifted by one); returns the model
-    path and gen_gpt's summary line."""
+    a.vocab, a.seq, and a.experts, a.top_k where a has them) and a.batch * a.steps random token rows
+    (drawn with data_seed) as d/input_ids.npy and d/labels.npy (shifted by
+    one); returns the model path and gen_gpt's summary line."""
     import numpy as np
     model = f"{d}/gpt.onnx"
     experts = ["--experts", str(a.experts), "--top-k", str(a.top_k)] \
@@ -48,7 +48,7 @@ def gpt_with_tokens(d, a):
     out = run([sys.executable, os.path.join(ROOT, "scripts", "gen_gpt.py"), "--layers",
                str(a.layers), "--embd", str(a.embd), "--heads", str(a.heads), "--vocab",
                str(a.vocab), "--max-pos", str(a.seq), *experts, "-o", model])
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(data_seed)
     tokens = rng.integers(0, a.vocab, size=(a.batch * a.steps, a.seq + 1))
     np.save(f"{d}/input_ids.npy", tokens[:, :-1].astype(np.int64))
     np.save(f"{d}/labels.npy", tokens[:, 1:].astype(np.int64))
