@@ -19,6 +19,11 @@
 // micro-batch stays split over the ranks the way the whole batch is and
 // partitioning needs no exchange of rows.
 //
+// A gradient that sums the parts of two pipeline stages (a tied embedding:
+// the lookup's part on the first stage, the head's on the last) is
+// accumulated part by part and added once at the end, so that dist-pipeline
+// sends the other stage's part once a step instead of once a micro-batch.
+//
 //===----------------------------------------------------------------------===//
 
 #include "DistSharding.h"
@@ -150,7 +155,8 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     for (auto [i, r] : llvm::enumerate(results))
       if (batchValues.count(r))
         resultIndices[r].push_back(i);
-    SmallVector<Value> sums(results.size());
+    // Per result, the running sum of each of its parts (stageParts).
+    SmallVector<SmallVector<Value, 2>> sums(results.size());
     Value weights;
     // State a micro-batch assigns (train mode's running statistics) is
     // what the next one reads, as the micro-batches' forward passes update
@@ -165,18 +171,31 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
       // Results made before this micro-batch's weight is known wait for it.
       SmallVector<unsigned> waiting;
       Value w;
+      // Sums of two stages' parts, left unused by their parts' sums.
+      SmallVector<Operation *> splitSums;
       auto accumulate = [&](unsigned i) {
-        Value v = map.lookup(results[i]);
-        if (weightOfOne)
-          v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
-        sums[i] = m == 0 ? v : g.add(sums[i], v);
+        Value whole = map.lookup(results[i]);
+        SmallVector<Value, 2> parts = stageParts(whole);
+        if (parts.size() > 1)
+          splitSums.push_back(whole.getDefiningOp());
+        for (auto [k, v] : llvm::enumerate(parts)) {
+          if (weightOfOne)
+            v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
+          if (m == 0)
+            sums[i].push_back(v);
+          else
+            sums[i][k] = g.add(sums[i][k], v);
+        }
         if (m + 1 < count)
           return;
         // The mean, right after the last term: where the result's
         // reduction may start.
+        Value sum = sums[i].front();
+        for (Value part : llvm::drop_begin(sums[i]))
+          sum = g.add(sum, part);
         auto type = cast<RankedTensorType>(results[i].getType());
-        ret.setOperand(i, weights ? g.div(sums[i], g.castTo(weights, type.getElementType()))
-                                  : g.scale(sums[i], 1.0 / double(count)));
+        ret.setOperand(i, weights ? g.div(sum, g.castTo(weights, type.getElementType()))
+                                  : g.scale(sum, 1.0 / double(count)));
       };
       for (Operation *op : perBatch) {
         if (auto assign = dyn_cast<AssignOp>(op); assign && m + 1 < count) {
@@ -213,6 +232,9 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
                        "in the micro-batch");
         return signalPassFailure();
       }
+      for (Operation *op : splitSums)
+        if (op->use_empty())
+          op->erase();
     }
     if (!g.ok())
       return signalPassFailure();
@@ -220,6 +242,47 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
       op->erase();
     // For hpc-optimizer's train info (the runtime's `info` shows it).
     module->setAttr("hpc.micro_batches", b.getI64IntegerAttr(count));
+  }
+
+  /// The parts of a gradient to accumulate apart: {x, y} when it is x + y
+  /// of two pipeline stages' values (the stage tags of dist-pipeline-stages
+  /// and hpc-autodiff), else {v}. The parts have the sum's type, so the
+  /// reassociation changes nothing but the rounding of the sum.
+  static SmallVector<Value, 2> stageParts(Value v) {
+    auto add = v.getDefiningOp<AddOp>();
+    if (!add || add.getLhs().getType() != v.getType() || add.getRhs().getType() != v.getType())
+      return {v};
+    std::optional<int64_t> a = madeOn(add.getLhs(), kStageSearchDepth),
+                           b = madeOn(add.getRhs(), kStageSearchDepth);
+    if (!a || !b || *a == *b)
+      return {v};
+    return {add.getLhs(), add.getRhs()};
+  }
+
+  static constexpr int kStageSearchDepth = 8;
+
+  /// The stage a value is made on: its op's stage tag, else (an op the
+  /// tagging left out: the lookup's scatter, a transpose) the stage of its
+  /// largest operand that has one, within `depth` ops (dist-pipeline's
+  /// rule for the ops it places).
+  static std::optional<int64_t> madeOn(Value v, int depth) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    if (auto tag = def->getAttrOfType<IntegerAttr>(kStageAttr))
+      return tag.getInt();
+    if (depth == 0)
+      return std::nullopt;
+    SmallVector<Value> operands(def->getOperands());
+    auto elements = [](Value x) {
+      auto t = dyn_cast<RankedTensorType>(x.getType());
+      return t && t.hasStaticShape() ? t.getNumElements() : 0;
+    };
+    llvm::stable_sort(operands, [&](Value x, Value y) { return elements(x) > elements(y); });
+    for (Value x : operands)
+      if (auto s = madeOn(x, depth - 1))
+        return s;
+    return std::nullopt;
   }
 
   /// Rows [m b, (m+1) b) of `arg`, or with G groups rows [m b/G, (m+1) b/G)

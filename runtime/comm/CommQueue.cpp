@@ -43,14 +43,45 @@ void CommQueue::run(Job &job) {
     pending_.erase(job.key);
 }
 
+void CommQueue::setProgress(std::function<bool()> progress) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_ = std::move(progress);
+}
+
+void CommQueue::progressOnce(std::unique_lock<std::mutex> &lock) {
+  busy_ = true;
+  lock.unlock();
+  bool more = false;
+  try {
+    more = progress_();
+  } catch (const std::exception &) {
+    // The send or receive fails again where it is completed and reported.
+  }
+  lock.lock();
+  busy_ = false;
+  inFlight_ = more;
+  cv_.notify_all();
+}
+
 void CommQueue::loop() {
   // Packing pieces on this thread must not share the kernels' pool.
   markSerialThread();
   std::unique_lock<std::mutex> lock(mu_);
+  auto idle = [&] { return queue_.empty() && !stop_; };
+  auto polling = [&] { return progress_ && inFlight_ && !held_; };
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty())
-      return; // stopping
+    if (idle() && polling()) {
+      cv_.wait_for(lock, kProgressInterval, [&] { return !idle() || !polling(); });
+      if (idle() && polling())
+        progressOnce(lock);
+      continue;
+    }
+    cv_.wait(lock, [&] { return !idle() || polling(); });
+    if (queue_.empty()) {
+      if (stop_)
+        return;
+      continue; // messages in flight: poll them
+    }
     Job job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
@@ -58,6 +89,7 @@ void CommQueue::loop() {
     run(job);
     lock.lock();
     busy_ = false;
+    inFlight_ = true; // the job may have left a send or receive in flight
     cv_.notify_all();
   }
 }
@@ -67,6 +99,7 @@ void CommQueue::submit(const void *key, int op, std::string what, std::function<
   Job j{key, op, std::move(what), std::move(job), std::move(finish)};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    held_ = false; // MPI is the queue's again
     ++pending_[key];
     done_.erase(key);
     if (thread_.joinable()) {
@@ -105,6 +138,7 @@ void CommQueue::wait(const void *key) {
 
 void CommQueue::drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  held_ = true; // no progress call from here: the main thread may call MPI
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 

@@ -7,8 +7,16 @@
 //
 // MPI is called from one thread at a time (MPI_THREAD_SERIALIZED): jobs on
 // the queue's thread; everything else on the main thread only after
-// drain(). Without a thread (an MPI without SERIALIZED), submit() runs the
-// job at once and wait() only reports its outcome.
+// drain() and until the next submit(). Without a thread (an MPI without
+// SERIALIZED), submit() runs the job at once and wait() only reports its
+// outcome.
+//
+// Between jobs, while the progress hook says messages are still in flight,
+// the thread calls it every kProgressInterval: an MPI without an
+// asynchronous progress thread moves a large buffered send (or answers a
+// posted receive's rendezvous) only inside an MPI call, so without the hook
+// a pipeline stage's activations would wait for its next MPI call, after
+// the kernels that follow the send.
 //
 // With a context that traces, every job (and finish step) is an event of
 // the communication thread's track (TraceEvent::kTraceComm).
@@ -18,6 +26,7 @@
 #ifndef HPCRT_COMM_COMMQUEUE_H
 #define HPCRT_COMM_COMMQUEUE_H
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -32,6 +41,13 @@ namespace hpcrt::comm {
 
 class CommQueue {
 public:
+  /// How often the thread calls the progress hook while messages are in
+  /// flight: a 131 KB activation takes about 1 ms at 1 Gbit/s. On the
+  /// two-node cluster a pipeline's bubble is the same at 0.5, 1 and 2 ms,
+  /// while every call costs the kernels on the core (0.05 ms: +26 ms of
+  /// compute a step, 0.2: +12, 1: +3; docs/benchmarks.md).
+  static constexpr std::chrono::microseconds kProgressInterval{1000};
+
   /// `traceTo`: the context whose trace records the jobs (when it traces).
   explicit CommQueue(bool threaded, hpcrt_ctx *traceTo = nullptr);
   ~CommQueue();
@@ -53,6 +69,10 @@ public:
   /// drain(), then forgets finished jobs; returns the first error of a job
   /// that nobody waited for ("" when none).
   std::string finishRun();
+  /// The idle-time progress hook: returns whether messages are still in
+  /// flight (call it again later). Called on the queue's thread only, after
+  /// a job has run and never between a drain() and the next submit().
+  void setProgress(std::function<bool()> progress);
 
 private:
   struct Job {
@@ -72,11 +92,17 @@ private:
   /// Runs a job and records its outcome (called without the lock held).
   void run(Job &job);
   void loop();
+  /// One progress call, between jobs (called and returns with the lock held).
+  void progressOnce(std::unique_lock<std::mutex> &lock);
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool busy_ = false, stop_ = false;
+  std::function<bool()> progress_;
+  /// progress_ has messages in flight (as of its last call or job); held_:
+  /// the main thread may be calling MPI (from drain() to the next submit()).
+  bool inFlight_ = false, held_ = false;
   /// Finished jobs by key; `pending_` counts those queued or running.
   std::map<const void *, Outcome> done_;
   std::map<const void *, int> pending_;

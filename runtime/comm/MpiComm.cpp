@@ -404,8 +404,13 @@ void MpiComm::setNodes(std::vector<uint64_t> nodeOf) {
 
 void MpiComm::countSent(size_t bytes, int dest, MPI_Comm comm) {
   stats_.bytesSent += bytes;
-  if (nodeOf_.empty() || dest < 0 || bytes == 0)
-    return;
+  if (bytes && acrossNodes(dest, comm))
+    stats_.bytesInterNode += bytes;
+}
+
+bool MpiComm::acrossNodes(int peer, MPI_Comm comm) {
+  if (nodeOf_.empty() || peer < 0)
+    return false;
   auto it = worldRanks_.find(comm);
   if (it == worldRanks_.end()) {
     // The world rank of every rank of `comm`, translated once.
@@ -423,9 +428,8 @@ void MpiComm::countSent(size_t bytes, int dest, MPI_Comm comm) {
     MPI_Group_free(&to);
     it = worldRanks_.emplace(comm, std::move(world)).first;
   }
-  int w = it->second.at(static_cast<size_t>(dest));
-  if (nodeOf_.at(static_cast<size_t>(w)) != nodeOf_.at(static_cast<size_t>(rank_)))
-    stats_.bytesInterNode += bytes;
+  int w = it->second.at(static_cast<size_t>(peer));
+  return nodeOf_.at(static_cast<size_t>(w)) != nodeOf_.at(static_cast<size_t>(rank_));
 }
 
 namespace {
@@ -1046,16 +1050,9 @@ void MpiComm::send(const void *data, size_t bytes, int axis, int64_t offset) {
     off += static_cast<size_t>(n);
   } while (off < bytes);
   sendBuffers_.push_back(std::move(copy));
+  remoteSends_ |= acrossNodes(dest, p2p_);
   countSent(bytes, dest, p2p_);
-  // Release the buffers of sends that have completed meanwhile.
-  int done = 0;
-  checkMpi(MPI_Testall(static_cast<int>(sendRequests_.size()), sendRequests_.data(), &done,
-                       MPI_STATUSES_IGNORE),
-           "MPI_Testall");
-  if (done) {
-    sendRequests_.clear();
-    sendBuffers_.clear();
-  }
+  progress(); // releases the buffers of sends that have completed meanwhile
 }
 
 MpiComm::PendingRecv MpiComm::postRecv(void *data, size_t bytes, int axis, int64_t offset) {
@@ -1074,6 +1071,8 @@ MpiComm::PendingRecv MpiComm::postRecv(void *data, size_t bytes, int axis, int64
              "MPI_Irecv");
     off += static_cast<size_t>(n);
   } while (off < bytes);
+  p.remote = acrossNodes(p.source, p2p_);
+  remoteRecvs_ += p.remote;
   return p;
 }
 
@@ -1081,6 +1080,8 @@ bool MpiComm::finishRecv(PendingRecv &p) {
   if (p.source < 0)
     return false;
   std::vector<MPI_Status> st(p.requests.size());
+  remoteRecvs_ -= p.remote;
+  p.remote = false;
   waitAll(p.requests, st.data(), "recv", p2p_, p.source);
   for (size_t k = 0; k < st.size(); ++k) {
     int got = 0;
@@ -1093,11 +1094,32 @@ bool MpiComm::finishRecv(PendingRecv &p) {
   return true;
 }
 
+bool MpiComm::progress() {
+  if (!sendRequests_.empty()) {
+    int done = 0;
+    checkMpi(MPI_Testall(static_cast<int>(sendRequests_.size()), sendRequests_.data(), &done,
+                         MPI_STATUSES_IGNORE),
+             "MPI_Testall");
+    if (done) {
+      sendRequests_.clear();
+      sendBuffers_.clear();
+      remoteSends_ = false;
+    }
+  } else if (remoteRecvs_ > 0) {
+    // Any call runs the progress engine: a receive's rendezvous is answered.
+    int flag = 0;
+    checkMpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, p2p_, &flag, MPI_STATUS_IGNORE),
+             "MPI_Iprobe");
+  }
+  return remoteSends_ || remoteRecvs_ > 0;
+}
+
 void MpiComm::completeSends() {
   if (!sendRequests_.empty())
     waitAll(sendRequests_, MPI_STATUSES_IGNORE, "send", p2p_, -1);
   sendRequests_.clear();
   sendBuffers_.clear();
+  remoteSends_ = false;
 }
 
 } // namespace comm

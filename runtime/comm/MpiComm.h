@@ -239,11 +239,17 @@ public:
     std::vector<MPI_Request> requests;
     std::vector<int> sizes;
     int source = -1;
+    bool remote = false; ///< the source is on another node
   };
   PendingRecv postRecv(void *data, size_t bytes, int axis, int64_t offset);
   bool finishRecv(PendingRecv &pending);
   /// Waits for every buffered send (call before MPI_Finalize).
   void completeSends();
+  /// Lets MPI move the buffered sends and posted receives (one test, never
+  /// blocks); returns whether one to or from another node is still in
+  /// flight (CommQueue's hook: within a node the shared-memory transport
+  /// needs no calls between, and measured slower with them).
+  bool progress();
   /// Point-to-point with group index `peer` of `g` (MpiGroupComm's send
   /// and recv): returns when the bytes are sent / in.
   void sendTo(const void *data, size_t bytes, int peer, const Group &g);
@@ -273,6 +279,8 @@ private:
   std::map<std::pair<std::vector<int64_t>, int64_t>, std::unique_ptr<TwoLevel>> twoLevels_;
   std::vector<std::unique_ptr<char[]>> sendBuffers_;
   std::vector<MPI_Request> sendRequests_;
+  bool remoteSends_ = false; ///< a buffered send in flight goes to another node
+  int remoteRecvs_ = 0;       ///< posted receives from another node, not yet finished
   std::vector<char> scratch_;
   std::vector<char> packed_, partial_; ///< the two-level reduce-scatter's buffers
   CommStats stats_;
@@ -282,6 +290,9 @@ private:
 
   /// Counts `bytes` sent to rank `dest` of `comm`.
   void countSent(size_t bytes, int dest, MPI_Comm comm);
+  /// Whether rank `peer` of `comm` is on another node (false when the
+  /// nodes are not known).
+  bool acrossNodes(int peer, MPI_Comm comm);
 
   void *scratch(size_t bytes);
   /// The ring all-reduce's two passes over g chunks of `count` elements of

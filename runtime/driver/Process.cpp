@@ -185,6 +185,7 @@ void MpiRun::start(Context &ctx) {
   }
   step([&] { comm = std::make_unique<comm::MpiComm>(mesh, MPI_COMM_WORLD); });
   ctx.setComm(comm.get());
+  queue->setProgress([c = comm.get()] { return c->progress(); });
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &localRanks);

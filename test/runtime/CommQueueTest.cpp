@@ -118,3 +118,49 @@ TEST(CommQueue, TracesJobsOnTheCommunicationTrack) {
   q.drain();
   EXPECT_EQ(ctx.trace().size(), 3u);
 }
+
+// Between jobs the thread calls the progress hook while it reports
+// messages in flight, never before a job has run, never from drain() to
+// the next submit (the main thread may call MPI then), and not after it
+// reports none.
+TEST(CommQueue, CallsTheProgressHookBetweenJobsWhileMessagesAreInFlight) {
+  CommQueue q(true);
+  std::atomic<int> calls{0}, left{3};
+  std::atomic<bool> mainHasMpi{false}, overlapped{false};
+  q.setProgress([&] {
+    if (mainHasMpi)
+      overlapped = true;
+    ++calls;
+    return --left > 0;
+  });
+  auto waitFor = [&](int n) {
+    for (int i = 0; i < 5000 && calls < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::this_thread::sleep_for(5 * CommQueue::kProgressInterval);
+  EXPECT_EQ(calls, 0) << "no job has run: nothing can be in flight";
+  int a;
+  q.submit(&a, 1, "send", [] {});
+  q.wait(&a);
+  waitFor(3);
+  EXPECT_EQ(calls, 3);
+  std::this_thread::sleep_for(5 * CommQueue::kProgressInterval);
+  EXPECT_EQ(calls, 3) << "the hook reported nothing in flight";
+
+  // A job puts messages in flight again; drain() hands MPI to this thread.
+  left = 1000000;
+  q.submit(&a, 2, "send", [] {});
+  q.wait(&a);
+  waitFor(4);
+  q.drain();
+  mainHasMpi = true;
+  int held = calls;
+  std::this_thread::sleep_for(5 * CommQueue::kProgressInterval);
+  EXPECT_EQ(calls, held) << "a progress call after drain()";
+  mainHasMpi = false;
+  q.submit(&a, 3, "recv", [] {});
+  q.wait(&a);
+  waitFor(held + 2);
+  EXPECT_GE(calls, held + 2);
+  EXPECT_FALSE(overlapped);
+}
