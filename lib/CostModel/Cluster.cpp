@@ -795,4 +795,6 @@ void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double net
     link->bandwidth /= networkScale;
     link->latency *= networkScale;
   }
+  for (CollectiveTiming &t : c.calibration.collectives)
+    t.timeScale *= networkScale;
 }

@@ -195,9 +195,15 @@ private:
       if (auto w = dyn_cast<hpc::WeightOp>(d)) {
         auto t = cast<RankedTensorType>(w.getType());
         // Scalars (exporters' constants) are not parameters.
-        if (!isa<FloatType>(t.getElementType()) || t.getRank() == 0 ||
-            !countedWeights.insert(d).second)
+        if (!isa<FloatType>(t.getElementType()) || t.getRank() == 0)
           continue;
+        if (!countedWeights.insert(d).second) {
+          // An earlier layer's parameter (its gradients meet across stages).
+          if (!ownWeights.contains(d) && tiedWeights.insert(d).second)
+            L->paramsTied += double(t.getNumElements());
+          continue;
+        }
+        ownWeights.insert(d);
         double e = double(t.getNumElements());
         bool expert = expertUse ||
                       (L->numExperts > 0 && t.getRank() >= 2 &&
@@ -516,6 +522,8 @@ private:
   const llvm::DenseSet<Value> &act;
   double irBatch;
   llvm::DenseSet<Operation *> &countedWeights;
+  /// The weights this layer counted, and those it reads of earlier layers.
+  llvm::DenseSet<Operation *> ownWeights, tiedWeights;
   const llvm::DenseSet<Value> &results;
   Layer *L = nullptr;
   llvm::DenseMap<Value, bool> sharded;
@@ -558,7 +566,7 @@ std::string figureKey(const Layer &l) {
   }
   for (double d : {l.otherFlops, l.otherElemsReplicated, l.otherElemsSharded,
                    l.kernels, l.paramsReplicated, l.paramsSharded,
-                   l.paramsExpertReplicated, l.paramsExpertSharded,
+                   l.paramsExpertReplicated, l.paramsExpertSharded, l.paramsTied,
                    l.savedReplicated, l.savedSharded, l.savedFp32,
                    l.inputElems, l.outputElems, l.tpForwardAllReduce,
                    l.tpBackwardAllReduce, l.moeAllToAll, double(l.numExperts),

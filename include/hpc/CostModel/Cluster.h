@@ -94,6 +94,9 @@ struct CollectiveTiming {
   double beta = 0;            ///< bytes/s
   std::vector<int64_t> sizes; ///< message bytes measured
   std::vector<double> seconds; ///< time per call at each size
+  /// The cost model's factor on `seconds` (scaleClusterSpec's network
+  /// scale; not written to a file).
+  double timeScale = 1;
 };
 
 /// How much of a collective hides under compute on this machine: a GEMM

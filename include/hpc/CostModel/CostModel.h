@@ -66,6 +66,9 @@ struct Layer {
   double paramsSharded = 0;          ///< split over the TP group
   double paramsExpertReplicated = 0; ///< expert weights, split by ep
   double paramsExpertSharded = 0;    ///< expert weights, split by ep and tp
+  /// Parameter elements an earlier layer holds and this one reads too (a
+  /// head tied to the token embedding); counted there, not in params().
+  double paramsTied = 0;
   double savedReplicated = 0;        ///< activations kept for backward
   double savedSharded = 0;           ///<   (sharded: split by tp)
   double savedFp32 = 0;              ///< kept in fp32 (loss inputs), split by tp
