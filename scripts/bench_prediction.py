@@ -145,6 +145,11 @@ def measure(a):
         cluster = cluster_file(a, n)
         errors, best, fitted = [], None, []
         for k, (mesh, extra) in enumerate(GRID[n]):
+            stages = int(dict(x.split("=") for x in mesh.split(",")).get("pp", 1))
+            if stages > a.layers:
+                print(f"{n:5d} {mesh + ''.join(' ' + e for e in extra):28s} skipped: "
+                      f"pp={stages} exceeds the {a.layers} layers")
+                continue
             name = f"n{n}-" + (mesh + "".join(extra)).replace("=", "").replace(",", "-") \
                 .replace("--", "-")
             pred, meas, _ = compile_and_train(a, model, a.workdir, name, cluster,
