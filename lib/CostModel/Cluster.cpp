@@ -401,6 +401,11 @@ bool parseCollectiveSamples(Reader &r, const llvm::json::Object &o,
     std::optional<double> t = (*times)[i].getAsNumber();
     if (!r.integerValue(&(*sizes)[i], path + ".sizes_bytes" + at, c.sizes[i], 1))
       return false;
+    // The cost model interpolates between neighbouring sizes.
+    if (i > 0 && c.sizes[i] <= c.sizes[i - 1])
+      return r.fail(path + ".sizes_bytes" + at,
+                    "expected sizes in increasing order, got " + std::to_string(c.sizes[i]) +
+                        " after " + std::to_string(c.sizes[i - 1]));
     if (!t || !std::isfinite(*t) || !(*t > 0))
       return r.fail(path + ".seconds" + at, "expected a number > 0");
     c.seconds[i] = *t;
