@@ -42,12 +42,9 @@ bool isProduct(Operation *op) {
              hpc::ConvWeightGradOp>(op);
 }
 
-/// Ops that only move the data of their one operand, with its element type:
-/// a cast commutes with them, so they can move bf16 data instead.
-bool movesData(Operation *op) {
-  return isa<hpc::ReshapeOp, hpc::TransposeOp, hpc::SqueezeOp, hpc::UnsqueezeOp,
-             hpc::SliceOp, hpc::ExpandOp, hpc::dist::AllSliceOp>(op);
-}
+/// A move of one result (hpc::movesDataOnly, a split aside): its bf16 clone
+/// stands for its one result.
+bool movesOne(Operation *op) { return hpc::movesDataOnly(op) && op->getNumResults() == 1; }
 
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -147,7 +144,7 @@ bool Autocaster::castsCheaply(Value v) {
     return back.getInput().getType() == cast<RankedTensorType>(v.getType()).clone(bf16);
   if (isa<hpc::WeightOp, hpc::ConstantOp, hpc::VariableOp>(def))
     return true;
-  return movesData(def) && castsCheaply(def->getOperand(0));
+  return movesOne(def) && castsCheaply(def->getOperand(0));
 }
 
 Value Autocaster::makeBf16(Value v, Operation *product) {
@@ -166,7 +163,7 @@ Value Autocaster::makeBf16(Value v, Operation *product) {
     }
   OpBuilder b(anchor(v, product));
   hpc::GraphBuilder g(b, def ? def->getLoc() : product->getLoc());
-  if (def && movesData(def) && castsCheaply(def->getOperand(0))) {
+  if (def && movesOne(def) && castsCheaply(def->getOperand(0))) {
     Value source = bf16Of(def->getOperand(0), product);
     if (!source)
       return {};

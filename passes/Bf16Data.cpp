@@ -9,6 +9,7 @@
 
 #include "hpc/Target/ProgramPlan.h"
 
+#include "Dist/DistOps.h"
 #include "HPC/HPCOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -68,4 +69,9 @@ Value hpc::storeAsBf16(Operation *op) {
   for (NamedAttribute attr : op->getDiscardableAttrs())
     made->setAttr(attr.getName(), attr.getValue());
   return made->getResult(0);
+}
+
+bool hpc::movesDataOnly(Operation *op) {
+  return isa<ReshapeOp, TransposeOp, SqueezeOp, UnsqueezeOp, SliceOp, ExpandOp, SplitOp,
+             dist::AllSliceOp>(op);
 }

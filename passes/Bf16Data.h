@@ -27,6 +27,11 @@ uint16_t bf16Bits(uint32_t f32);
 /// cannot be read (a resource without its blob).
 mlir::Value storeAsBf16(mlir::Operation *op);
 
+/// Ops that only move the data of their one operand, with its element type
+/// (reshape, transpose, squeeze, unsqueeze, slice, expand, split, a mesh
+/// slice): a cast commutes with them, so they can move bf16 data instead.
+bool movesDataOnly(mlir::Operation *op);
+
 } // namespace hpc
 
 #endif // HPC_PASSES_BF16DATA_H

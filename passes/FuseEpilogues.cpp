@@ -29,6 +29,17 @@
 // becomes cast_f32(p {activation}), the activation applied before the
 // rounding to bf16.
 //
+// 4. A cast back to f32 whose value only moves (reshapes, transposes, splits,
+//    ...) on the way to casts to bf16 again (the attention's q, k and v
+//    split from the QKV gemm's result once its bias is fused) moves bf16
+//    data instead: the round trip is exact, and both casts go.
+// 5. A bf16 gemm or matmul whose result nothing but its cast back to f32
+//    reads (directly or through reshapes only that cast reads) writes the
+//    f32 sum itself: the cast kernel, a pass over the result, goes, and so
+//    does the rounding to bf16 (one rounding fewer than PyTorch's autocast,
+//    whose linear layer returns bf16). A result another bf16 product reads
+//    stays bf16.
+//
 // An intermediate value is fused away only when its one use is the op that
 // absorbs it, so values another op still reads (a backward pass reads the
 // pre-activation) keep their own storage; rewrite 0's transposes are
@@ -389,6 +400,80 @@ bool fuseActivation(Operation *act, StringRef activation) {
   return true;
 }
 
+/// Whether `v` only moves on the way to casts to bf16 (rewrite 4): every
+/// user is such a cast, or a move whose results do the same (or are unread).
+bool feedsOnlyBf16Casts(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (auto cast = dyn_cast<hpc::CastOp>(user)) {
+      if (!rankedOf(cast.getResult()).getElementType().isBF16())
+        return false;
+      continue;
+    }
+    if (!hpc::movesDataOnly(user) || user->getOperand(0) != v)
+      return false;
+    for (Value r : user->getResults())
+      if (!feedsOnlyBf16Casts(r))
+        return false;
+  }
+  return true;
+}
+
+/// Rewrite 4 below `v`: the moves after it are made again on `bf16`, its
+/// bf16 value, and the casts to bf16 read that; the f32 ops go.
+void moveInBf16(Value v, Value bf16) {
+  for (Operation *user : llvm::make_early_inc_range(v.getUsers())) {
+    if (auto cast = dyn_cast<hpc::CastOp>(user)) {
+      cast.getResult().replaceAllUsesWith(bf16);
+      cast.erase();
+      continue;
+    }
+    OpBuilder b(user);
+    Operation *moved = b.clone(*user);
+    moved->setOperand(0, bf16);
+    Type elt = rankedOf(bf16).getElementType();
+    for (auto [from, to] : llvm::zip(user->getResults(), moved->getResults())) {
+      to.setType(rankedOf(from).clone(elt));
+      moveInBf16(from, to);
+    }
+    user->erase();
+  }
+}
+
+/// Rewrite 4 on `back`, a cast back to f32.
+bool moveBf16(hpc::CastOp back) {
+  if (!castBack(back.getResult()) || back.getResult().use_empty() ||
+      !feedsOnlyBf16Casts(back.getResult()))
+    return false;
+  moveInBf16(back.getResult(), back.getInput());
+  back.erase();
+  return true;
+}
+
+/// Rewrite 5 on `back`, a cast back to f32: the product before it (through
+/// reshapes) writes f32 when the cast is its result's only reader.
+bool widenProductResult(hpc::CastOp back) {
+  if (!castBack(back.getResult()))
+    return false;
+  SmallVector<Operation *> reshapes;
+  Value v = back.getInput();
+  while (auto reshape = v.getDefiningOp<hpc::ReshapeOp>()) {
+    if (!v.hasOneUse())
+      return false;
+    reshapes.push_back(reshape);
+    v = reshape.getInput();
+  }
+  Operation *product = v.getDefiningOp();
+  if (!product || !isa<hpc::MatMulOp, hpc::GemmOp>(product) || !v.hasOneUse())
+    return false;
+  Type f32 = Float32Type::get(back.getContext());
+  v.setType(rankedOf(v).clone(f32));
+  for (Operation *reshape : llvm::reverse(reshapes))
+    reshape->getResult(0).setType(rankedOf(reshape->getResult(0)).clone(f32));
+  back.getResult().replaceAllUsesWith(back.getInput());
+  back.erase();
+  return true;
+}
+
 struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
@@ -427,6 +512,22 @@ struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
       for (auto [act, activation] : acts)
         if (fuseActivation(act, activation))
           ++numActivations;
+      // Last: the casts the rewrites above looked through are settled.
+      SmallVector<hpc::CastOp> backs;
+      func.walk([&](hpc::CastOp cast) {
+        if (castBack(cast.getResult()))
+          backs.push_back(cast);
+      });
+      SmallVector<hpc::CastOp> kept;
+      for (hpc::CastOp back : backs) {
+        if (moveBf16(back))
+          ++numMovedBf16;
+        else
+          kept.push_back(back);
+      }
+      for (hpc::CastOp back : kept)
+        if (widenProductResult(back))
+          ++numWidened;
     }
   }
 };

@@ -124,9 +124,20 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
     another op reads, as the backward pass of a train step reads
     pre-activations, keeps the ops as they are. The fused op's location is
     the fused location of the ops it replaces.
+
+    Last, a cast back to f32 whose value only moves (reshape, transpose,
+    split, ...) on its way to casts to bf16 moves the bf16 value instead
+    (both casts go), and a bf16 `hpc.gemm` or `hpc.matmul` (hpc-autocast's) whose result
+    only its cast back to f32 reads, directly or through reshapes, gets an
+    f32 result: the kernel writes its f32 sum, unrounded, and the cast goes.
+    A result that another bf16 product reads stays bf16.
   }];
   let dependentDialects = ["hpc::HPCDialect"];
   let statistics = [
+    Statistic<"numMovedBf16", "moved-bf16",
+              "Casts back to f32 whose moves to casts to bf16 move bf16 data">,
+    Statistic<"numWidened", "widened",
+              "bf16 products that write their f32 sum instead of a cast back">,
     Statistic<"numTransposes", "transposes",
               "Matmuls of a transposed 2-D weight made gemms with trans_b">,
     Statistic<"numWeightGradients", "weight-gradients",

@@ -421,6 +421,32 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 // Contractions
 //===----------------------------------------------------------------------===//
 
+/// A product's declared result types against the inferred ones: equal, or
+/// the same shape in f32 where the inferred type is bf16 or f16 (the f32
+/// sum written without rounding).
+static bool productResultsCompatible(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != actual.size())
+    return false;
+  for (auto [want, got] : llvm::zip(inferred, actual)) {
+    if (want == got)
+      continue;
+    auto w = dyn_cast<RankedTensorType>(want), g = dyn_cast<RankedTensorType>(got);
+    if (!w || !g || w.getShape() != g.getShape() || !g.getElementType().isF32() ||
+        !(w.getElementType().isBF16() || w.getElementType().isF16()))
+      return false;
+  }
+  return true;
+}
+
+// MLIR passes (inferred, declared); accepted either way round.
+bool MatMulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return productResultsCompatible(l, r) || productResultsCompatible(r, l);
+}
+
+bool GemmOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return productResultsCompatible(l, r) || productResultsCompatible(r, l);
+}
+
 LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,

@@ -27,6 +27,13 @@ class HPC_Op<string mnemonic, list<Trait> traits = []>
 class HPC_InferOp<string mnemonic, list<Trait> traits = []>
     : HPC_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
 
+// A product whose result type is inferred from its operands, or is f32 where
+// they are bf16 or f16: the kernel accumulates in f32 and writes that sum
+// without rounding it to the operands' type (hpc-fuse-epilogues puts the
+// cast back to f32 of an hpc-autocast product there).
+class HPC_ProductOp<string mnemonic, list<Trait> traits = []>
+    : HPC_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptorWithIsCompatible])>;
+
 //===----------------------------------------------------------------------===//
 // Constants and weights
 //===----------------------------------------------------------------------===//
@@ -286,12 +293,13 @@ def HPC_WhereOp : HPC_InferOp<"where"> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def HPC_MatMulOp : HPC_InferOp<"matmul"> {
+def HPC_MatMulOp : HPC_ProductOp<"matmul"> {
   let summary = "Matrix product with batch dimensions (numpy matmul)";
   let description = [{
     `[..., m, k] x [..., k, n] -> [..., m, n]`; the batch dimensions broadcast
     and 1-D operands are promoted and the promoted dimension dropped, as in
-    numpy.matmul and ONNX MatMul.
+    numpy.matmul and ONNX MatMul. With bf16 or f16 operands the result may
+    be f32 (the f32 sum, not rounded to the operands' type).
   }];
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);
@@ -299,7 +307,7 @@ def HPC_MatMulOp : HPC_InferOp<"matmul"> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def HPC_GemmOp : HPC_InferOp<"gemm"> {
+def HPC_GemmOp : HPC_ProductOp<"gemm"> {
   let summary = "act(alpha * op(A) * op(B) + beta * C)";
   let description = [{
     2-D general matrix multiply; `trans_a`/`trans_b` transpose the operands;
@@ -308,6 +316,8 @@ def HPC_GemmOp : HPC_InferOp<"gemm"> {
     "none", "relu", "gelu" (erf form, as `hpc.gelu`), "gelu_tanh" (as
     `hpc.gelu {approximate = "tanh"}`), "sigmoid", "tanh" or "silu". The
     importer and autodiff build "none"; hpc-fuse-epilogues sets the others.
+    With bf16 or f16 operands the result may be f32 (not rounded to the
+    operands' type); `c` has the operands' type.
 
     ```mlir
     %y = hpc.gemm %a, %w, %b {activation = "relu"}

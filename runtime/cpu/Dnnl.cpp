@@ -76,12 +76,14 @@ bool hasAvx512Core() {
   return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
+bool blockedIsChannelsLast() { return hasAvx512Core(); }
+
 dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type) {
   if (!blocked)
     return plain(shape, type);
   return dn::memory::desc(shape, type,
-                          hasAvx512Core() ? dn::memory::format_tag::nChw16c
-                                          : dn::memory::format_tag::nChw8c);
+                          blockedIsChannelsLast() ? dn::memory::format_tag::nhwc
+                                                  : dn::memory::format_tag::nChw8c);
 }
 
 bool knownActivation(const std::string &a) {

@@ -52,9 +52,17 @@ dn::memory::desc strided(const dims &shape, dt type, const dims &strides);
 /// every bf16 primitive is unimplemented).
 bool hasAvx512Core();
 
+/// Whether the blocked layout is channels-last (nhwc): with AVX-512, where
+/// oneDNN's brgemm convolutions (brgconv, on AMX for bf16) read and write
+/// it. 2026-12-06, one core of the AMX Xeon: ResNet-18's 3x3 convolutions
+/// 9-12% faster in f32 than the direct ones on nChw16c, and bf16 ones on
+/// AMX where nChw16c gets the AVX512-BF16 direct kernels
+/// (docs/benchmarks.md). Without AVX-512: nChw8c (the AVX2 direct kernels).
+bool blockedIsChannelsLast();
+
 /// The descriptor of an activation tensor: plain, or (Tensor::blocked) the
-/// blocked channel layout of this CPU's direct convolutions (nChw16c with
-/// AVX-512, nChw8c otherwise).
+/// blocked channel layout of this CPU's convolutions (nhwc with AVX-512,
+/// blockedIsChannelsLast; nChw8c otherwise).
 dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type);
 inline dn::memory::desc activationDesc(const Tensor &t, const dims &shape, dt type) {
   return activationDesc(t.blocked, shape, type);

@@ -34,6 +34,12 @@ void checkSameDtype(const Tensor &a, const Tensor &b, const char *what) {
          dtypeName(b.dtype) + " differ");
 }
 
+void checkProductDtype(const Tensor &operand, const Tensor &result, const char *what) {
+  if (operand.dtype != result.dtype && !widensResult(operand, result))
+    fail(std::string(what) + ": result dtype " + dtypeName(result.dtype) +
+         " is neither the operands' " + dtypeName(operand.dtype) + " nor f32 for 16-bit ones");
+}
+
 void checkShape(const Tensor &t, const std::vector<int64_t> &shape, const char *what) {
   if (t.shape != shape)
     fail(std::string(what) + " has shape " + shapeString(t.shape) + ", expected " +

@@ -152,6 +152,14 @@ template <typename F> void dispatchSize(size_t size, F &&f) {
 int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what = "axis");
 void checkDtype(const Tensor &t, int dtype, const char *what);
 void checkSameDtype(const Tensor &a, const Tensor &b, const char *what);
+/// A product's result dtype against its operand's: the same, or f32 for
+/// bf16/f16 operands (the f32 sum written unrounded; hpc-fuse-epilogues).
+void checkProductDtype(const Tensor &operand, const Tensor &result, const char *what);
+/// Whether a product of `operand`s writes f32 for 16-bit float operands.
+inline bool widensResult(const Tensor &operand, const Tensor &result) {
+  return result.dtype == HPCRT_F32 &&
+         (operand.dtype == HPCRT_BF16 || operand.dtype == HPCRT_F16);
+}
 void checkShape(const Tensor &t, const std::vector<int64_t> &shape, const char *what);
 /// n elements f32 -> bf16 (round to nearest even) and bf16 -> f32, on the
 /// vector rows where the CPU has them (hpc.cast's kernel; conv's widened
@@ -339,13 +347,20 @@ struct FloatView {
 };
 
 /// Runs `body(T)` in the blas type of `dtype` (f16/bf16: widened to f32);
-/// `body` receives input pointers and an output pointer of that type.
+/// `body` receives input pointers and an output pointer of that type. An f32
+/// `out` of 16-bit operands (widensResult) is written directly.
 template <typename F>
 void inFloatType(const char *what, std::initializer_list<Tensor *> ins, Tensor &out,
                  F &&body) {
   int dt = out.dtype;
   if (dt != HPCRT_F32 && dt != HPCRT_F64 && dt != HPCRT_F16 && dt != HPCRT_BF16)
     unsupportedDtype(what, dt);
+  // A product of 16-bit operands with an f32 result computes on them widened.
+  for (Tensor *t : ins)
+    if (t && widensResult(*t, out)) {
+      dt = t->dtype;
+      break;
+    }
   std::vector<FloatView> views;
   std::vector<const void *> ptrs;
   views.reserve(ins.size());
@@ -362,7 +377,7 @@ void inFloatType(const char *what, std::initializer_list<Tensor *> ins, Tensor &
   }
   if (dt == HPCRT_F64) {
     body(Tag<double>{}, ptrs, out.data);
-  } else if (dt == HPCRT_F32) {
+  } else if (out.dtype == HPCRT_F32) {
     body(Tag<float>{}, ptrs, out.data);
   } else {
     std::vector<float> y(static_cast<size_t>(out.numel));

@@ -131,15 +131,15 @@ func.func @conv_reshape_sigmoid(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x1x1xf32>
 //===----------------------------------------------------------------------===//
 
 // The bias add of a bf16 matmul: a bf16 gemm whose bias is the weight stored
-// in bf16 (the f32 weight, now unread, goes), the cast back after it.
+// in bf16 (the f32 weight, now unread, goes); the cast back is its only
+// reader, through the reshape, so the gemm writes f32 (rewrite 4).
 // CHECK-LABEL: func @bf16_matmul_bias
 // CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xbf16>, %[[W:.+]]: tensor<64x32xbf16>)
 // CHECK-NEXT: %[[B:.+]] = hpc.weight "fc.b" : tensor<32xbf16> = dense<5.000000e-01>
 // CHECK-NEXT: %[[X2:.+]] = hpc.reshape %[[X]] {shape = array<i64: 16, 64>} : (tensor<2x8x64xbf16>) -> tensor<16x64xbf16>
-// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[X2]], %[[W]], %[[B]] : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<16x32xbf16>
-// CHECK-NEXT: %[[Y:.+]] = hpc.reshape %[[G]] {shape = array<i64: 2, 8, 32>} : (tensor<16x32xbf16>) -> tensor<2x8x32xbf16>
-// CHECK-NEXT: %[[Y32:.+]] = hpc.cast %[[Y]] {to = f32} : tensor<2x8x32xbf16> to tensor<2x8x32xf32>
-// CHECK-NEXT: return %[[Y32]]
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[X2]], %[[W]], %[[B]] : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<16x32xf32>
+// CHECK-NEXT: %[[Y:.+]] = hpc.reshape %[[G]] {shape = array<i64: 2, 8, 32>} : (tensor<16x32xf32>) -> tensor<2x8x32xf32>
+// CHECK-NEXT: return %[[Y]]
 func.func @bf16_matmul_bias(%x: tensor<2x8x64xbf16>, %w: tensor<64x32xbf16>) -> tensor<2x8x32xf32> {
   %b = hpc.weight "fc.b" : tensor<32xf32> = dense<0.5>
   %0 = hpc.matmul %x, %w : (tensor<2x8x64xbf16>, tensor<64x32xbf16>) -> tensor<2x8x32xbf16>
@@ -152,11 +152,9 @@ func.func @bf16_matmul_bias(%x: tensor<2x8x64xbf16>, %w: tensor<64x32xbf16>) -> 
 // CHECK-LABEL: func @bf16_bias_cast_once
 // CHECK-SAME: (%[[X:.+]]: tensor<8x64xbf16>, %[[W:.+]]: tensor<64x32xbf16>, %[[B:.+]]: tensor<32xf32>)
 // CHECK-NEXT: %[[B16:.+]] = hpc.cast %[[B]] {to = bf16} : tensor<32xf32> to tensor<32xbf16>
-// CHECK-NEXT: %[[G0:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] :
-// CHECK-NEXT: %[[Y0:.+]] = hpc.cast %[[G0]] {to = f32}
-// CHECK-NEXT: %[[G1:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] :
-// CHECK-NEXT: %[[Y1:.+]] = hpc.cast %[[G1]] {to = f32}
-// CHECK-NEXT: return %[[Y0]], %[[Y1]]
+// CHECK-NEXT: %[[G0:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] : ({{.*}}) -> tensor<8x32xf32>
+// CHECK-NEXT: %[[G1:.+]] = hpc.gemm %[[X]], %[[W]], %[[B16]] : ({{.*}}) -> tensor<8x32xf32>
+// CHECK-NEXT: return %[[G0]], %[[G1]]
 func.func @bf16_bias_cast_once(%x: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
   %0 = hpc.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
   %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
@@ -167,11 +165,10 @@ func.func @bf16_bias_cast_once(%x: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b
   return %2, %5 : tensor<8x32xf32>, tensor<8x32xf32>
 }
 
-// The activation is applied before the gemm rounds to bf16.
+// The activation is applied in the gemm's epilogue, which then writes f32.
 // CHECK-LABEL: func @bf16_gemm_gelu
-// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}}, %{{.+}} {activation = "gelu"} : (tensor<8x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
-// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[G]] {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
-// CHECK-NEXT: return %[[Y]]
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}}, %{{.+}} {activation = "gelu"} : (tensor<8x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<8x32xf32>
+// CHECK-NEXT: return %[[G]]
 func.func @bf16_gemm_gelu(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xbf16>) -> tensor<8x32xf32> {
   %0 = hpc.gemm %a, %w, %b : (tensor<8x64xbf16>, tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
   %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
@@ -192,16 +189,16 @@ func.func @bf16_conv_relu(%x: tensor<1x3x8x8xbf16>, %w: tensor<4x3x3x3xbf16>, %b
 
 // A transformer MLP: bias and GELU into one gemm, through the cast back and
 // the reshape the bias fusion put before it; the next matmul, which read the
-// GELU cast to bf16 again, reads the gemm's bf16 result (both casts go).
+// GELU cast to bf16 again, reads the gemm's bf16 result (both casts go), and
+// writes f32 (its cast back goes).
 // CHECK-LABEL: func @bf16_mlp
 // CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xbf16>, %[[W1:.+]]: tensor<64x256xbf16>, %[[B1:.+]]: tensor<256xf32>, %[[W2:.+]]: tensor<256x64xbf16>)
 // CHECK-NEXT: %[[B16:.+]] = hpc.cast %[[B1]] {to = bf16}
 // CHECK-NEXT: %[[X2:.+]] = hpc.reshape %[[X]] {shape = array<i64: 16, 64>}
 // CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[X2]], %[[W1]], %[[B16]] {activation = "gelu_tanh"} : (tensor<16x64xbf16>, tensor<64x256xbf16>, tensor<256xbf16>) -> tensor<16x256xbf16>
 // CHECK-NEXT: %[[H:.+]] = hpc.reshape %[[G]] {shape = array<i64: 2, 8, 256>} : (tensor<16x256xbf16>) -> tensor<2x8x256xbf16>
-// CHECK-NEXT: %[[M:.+]] = hpc.matmul %[[H]], %[[W2]] :
-// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[M]] {to = f32}
-// CHECK-NEXT: return %[[Y]]
+// CHECK-NEXT: %[[M:.+]] = hpc.matmul %[[H]], %[[W2]] : (tensor<2x8x256xbf16>, tensor<256x64xbf16>) -> tensor<2x8x64xf32>
+// CHECK-NEXT: return %[[M]]
 func.func @bf16_mlp(%x: tensor<2x8x64xbf16>, %w1: tensor<64x256xbf16>, %b1: tensor<256xf32>, %w2: tensor<256x64xbf16>) -> tensor<2x8x64xf32> {
   %0 = hpc.matmul %x, %w1 : (tensor<2x8x64xbf16>, tensor<64x256xbf16>) -> tensor<2x8x256xbf16>
   %1 = hpc.cast %0 {to = f32} : tensor<2x8x256xbf16> to tensor<2x8x256xf32>
@@ -211,6 +208,54 @@ func.func @bf16_mlp(%x: tensor<2x8x64xbf16>, %w1: tensor<64x256xbf16>, %b1: tens
   %5 = hpc.matmul %4, %w2 : (tensor<2x8x256xbf16>, tensor<256x64xbf16>) -> tensor<2x8x64xbf16>
   %6 = hpc.cast %5 {to = f32} : tensor<2x8x64xbf16> to tensor<2x8x64xf32>
   return %6 : tensor<2x8x64xf32>
+}
+
+// Attention's q and k split from the QKV gemm's result: the cast back only
+// moves (split, reshape, transpose) on the way to casts to bf16 again, so
+// the moves run on the bf16 result and every cast goes (rewrite 4); the
+// scores' product then writes f32 (rewrite 5).
+// CHECK-LABEL: func @bf16_split_moves
+// CHECK-SAME: (%[[X:.+]]: tensor<8x16xbf16>, %[[W:.+]]: tensor<16x32xbf16>)
+// CHECK-NOT: hpc.cast
+// CHECK: %[[G:.+]] = hpc.gemm %[[X]], %[[W]] : ({{.*}}) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[R:.+]] = hpc.reshape %[[G]] {{.*}} -> tensor<2x4x32xbf16>
+// CHECK-NEXT: %[[S:.+]]:2 = hpc.split %[[R]] {{.*}} -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>)
+// CHECK-NEXT: %[[Q:.+]] = hpc.reshape %[[S]]#0 {{.*}} -> tensor<2x4x2x8xbf16>
+// CHECK-NEXT: %[[QT:.+]] = hpc.transpose %[[Q]] {{.*}} -> tensor<2x2x4x8xbf16>
+// CHECK-NEXT: %[[K:.+]] = hpc.reshape %[[S]]#1 {{.*}} -> tensor<2x4x2x8xbf16>
+// CHECK-NEXT: %[[KT:.+]] = hpc.transpose %[[K]] {{.*}} -> tensor<2x2x8x4xbf16>
+// CHECK-NEXT: %[[P:.+]] = hpc.matmul %[[QT]], %[[KT]] : ({{.*}}) -> tensor<2x2x4x4xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @bf16_split_moves(%x: tensor<8x16xbf16>, %w: tensor<16x32xbf16>) -> tensor<2x2x4x4xf32> {
+  %0 = hpc.gemm %x, %w : (tensor<8x16xbf16>, tensor<16x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.reshape %0 {shape = array<i64: 2, 4, 32>} : (tensor<8x32xbf16>) -> tensor<2x4x32xbf16>
+  %2 = hpc.cast %1 {to = f32} : tensor<2x4x32xbf16> to tensor<2x4x32xf32>
+  %3:2 = hpc.split %2 {axis = 2 : i64, sizes = array<i64: 16, 16>} : (tensor<2x4x32xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %4 = hpc.reshape %3#0 {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %5 = hpc.transpose %4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %6 = hpc.reshape %3#1 {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %7 = hpc.transpose %6 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x8x4xf32>
+  %8 = hpc.cast %5 {to = bf16} : tensor<2x2x4x8xf32> to tensor<2x2x4x8xbf16>
+  %9 = hpc.cast %7 {to = bf16} : tensor<2x2x8x4xf32> to tensor<2x2x8x4xbf16>
+  %10 = hpc.matmul %8, %9 : (tensor<2x2x4x8xbf16>, tensor<2x2x8x4xbf16>) -> tensor<2x2x4x4xbf16>
+  %11 = hpc.cast %10 {to = f32} : tensor<2x2x4x4xbf16> to tensor<2x2x4x4xf32>
+  return %11 : tensor<2x2x4x4xf32>
+}
+
+// One piece of the split is also read in f32 (a bias gradient's sum would
+// be): nothing moves in bf16, the casts stay.
+// CHECK-LABEL: func @bf16_split_read_in_f32
+// CHECK: hpc.split {{.*}} -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+// CHECK: hpc.cast {{.*}} {to = bf16}
+// CHECK: hpc.cast {{.*}} {to = bf16}
+func.func @bf16_split_read_in_f32(%x: tensor<8x16xbf16>, %w: tensor<16x32xbf16>) -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xf32>) {
+  %0 = hpc.gemm %x, %w : (tensor<8x16xbf16>, tensor<16x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.reshape %0 {shape = array<i64: 2, 4, 32>} : (tensor<8x32xbf16>) -> tensor<2x4x32xbf16>
+  %2 = hpc.cast %1 {to = f32} : tensor<2x4x32xbf16> to tensor<2x4x32xf32>
+  %3:2 = hpc.split %2 {axis = 2 : i64, sizes = array<i64: 16, 16>} : (tensor<2x4x32xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %4 = hpc.cast %3#0 {to = bf16} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
+  %5 = hpc.cast %3#1 {to = bf16} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
+  return %4, %5, %3#1 : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xf32>
 }
 
 // A bf16 conv cast back, then flattened, then activated.
@@ -317,11 +362,11 @@ func.func @activation_already_set(%a: tensor<8x64xf32>, %w: tensor<64x32xf32>) -
 }
 
 // The cast back is also returned (the pre-activation another op reads): the
-// gelu stays.
+// gelu stays; the gemm writes the f32 both read.
 // CHECK-LABEL: func @bf16_cast_two_uses
-// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} : (
-// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[G]] {to = f32}
-// CHECK-NEXT: hpc.gelu %[[Y]]
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} : ({{.*}}) -> tensor<8x32xf32>
+// CHECK-NEXT: %[[Y:.+]] = hpc.gelu %[[G]]
+// CHECK-NEXT: return %[[G]], %[[Y]]
 func.func @bf16_cast_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
   %0 = hpc.gemm %a, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
   %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
@@ -331,8 +376,7 @@ func.func @bf16_cast_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) -> 
 
 // The same for a bias add: the matmul's cast back has two uses.
 // CHECK-LABEL: func @bf16_matmul_cast_two_uses
-// CHECK-NEXT: hpc.matmul
-// CHECK-NEXT: hpc.cast
+// CHECK-NEXT: hpc.matmul {{.*}} -> tensor<8x32xf32>
 // CHECK-NEXT: hpc.add
 // CHECK-NOT: hpc.gemm
 func.func @bf16_matmul_cast_two_uses(%x: tensor<8x64xbf16>, %w: tensor<64x32xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
@@ -352,6 +396,20 @@ func.func @bf16_product_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) 
   %1 = hpc.cast %0 {to = f32} : tensor<8x32xbf16> to tensor<8x32xf32>
   %2 = hpc.relu %1 : tensor<8x32xf32>
   return %0, %2 : tensor<8x32xbf16>, tensor<8x32xf32>
+}
+
+// The reshape between a bf16 product and its cast back is read by another
+// op in bf16: the product keeps its bf16 result and the cast stays.
+// CHECK-LABEL: func @bf16_reshape_two_uses
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} : ({{.*}}) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[R:.+]] = hpc.reshape %[[G]]
+// CHECK-NEXT: %[[Y:.+]] = hpc.cast %[[R]] {to = f32}
+// CHECK-NEXT: return %[[R]], %[[Y]]
+func.func @bf16_reshape_two_uses(%a: tensor<8x64xbf16>, %w: tensor<64x32xbf16>) -> (tensor<2x4x32xbf16>, tensor<2x4x32xf32>) {
+  %0 = hpc.gemm %a, %w : (tensor<8x64xbf16>, tensor<64x32xbf16>) -> tensor<8x32xbf16>
+  %1 = hpc.reshape %0 {shape = array<i64: 2, 4, 32>} : (tensor<8x32xbf16>) -> tensor<2x4x32xbf16>
+  %2 = hpc.cast %1 {to = f32} : tensor<2x4x32xbf16> to tensor<2x4x32xf32>
+  return %1, %2 : tensor<2x4x32xbf16>, tensor<2x4x32xf32>
 }
 
 // Only autocast's cast back from bf16 is looked through, not another cast.

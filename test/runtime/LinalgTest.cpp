@@ -162,6 +162,29 @@ TEST(Gemm, TransposesAlphaBetaAndBroadcastC) {
             (std::vector<double>{13, 13, 17, 17}));
 }
 
+// bf16/f16 operands with an f32 result (hpc-fuse-epilogues' widened
+// products): the f32 sum, not rounded to the operands' type. 1 + 2^-8 is
+// the sum here; bf16 would round it to 1 and f16 keeps it.
+TEST(MatMul, SixteenBitOperandsWriteTheF32Sum) {
+  for (int dtype : {HPCRT_BF16, HPCRT_F16}) {
+    Val a = val(dtype, {2, 2}, {1, 0.00390625, 2, 0.5}), b = val(dtype, {2, 2}, {1, 0, 1, 3});
+    EXPECT_EQ(run1({hpcrt_matmul, {a, b}, {{HPCRT_F32, {2, 2}}}}),
+              (std::vector<double>{1.00390625, 0.01171875, 2.5, 1.5}))
+        << dtypeName(dtype);
+    // gemm with a bias of the operands' type, trans_b and an activation.
+    Val bias = val(dtype, {2}, {0.00390625, -4});
+    EXPECT_EQ(run1({hpcrt_gemm, {a, b, bias}, {{HPCRT_F32, {2, 2}}}, {0, 1}, {1, 1}, {"relu"}}),
+              (std::vector<double>{1.00390625, 0, 2.00390625, 0}))
+        << dtypeName(dtype);
+  }
+  // Another result dtype is refused in one line.
+  Val a = val(HPCRT_BF16, {2, 2}, {1, 2, 3, 4});
+  Result r = run({hpcrt_matmul, {a, a}, {{HPCRT_F64, {2, 2}}}});
+  EXPECT_NE(r.error.find("result dtype f64 is neither the operands' bf16 nor f32"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Conv, MatchesDirectConvolution) {
   std::vector<ConvCase> cases = {
       {{1, 1, 5, 5}, {1, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, false},
