@@ -127,10 +127,10 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
 
     Last, a cast back to f32 whose value only moves (reshape, transpose,
     split, ...) on its way to casts to bf16 moves the bf16 value instead
-    (both casts go), and a bf16 `hpc.gemm` or `hpc.matmul` (hpc-autocast's) whose result
-    only its cast back to f32 reads, directly or through reshapes, gets an
-    f32 result: the kernel writes its f32 sum, unrounded, and the cast goes.
-    A result that another bf16 product reads stays bf16.
+    (both casts go), and a bf16 `hpc.gemm` or `hpc.matmul` (hpc-autocast's)
+    whose result only its cast back to f32 reads, directly or through
+    reshapes, gets an f32 result: the kernel writes its f32 sum, unrounded,
+    and the cast goes. A result that another bf16 product reads stays bf16.
   }];
   let dependentDialects = ["hpc::HPCDialect"];
   let statistics = [
