@@ -74,6 +74,17 @@ public:
   virtual void setThreads(int threads) const = 0;
   /// The threads the kernels will use.
   virtual int threads() const = 0;
+  /// Sets the environment variables that the backend's libraries read once,
+  /// when they are loaded before main() (libgomp's spin count), to the
+  /// backend's defaults where the user set none. True when it set any: the
+  /// model executable then runs itself again (execv of /proc/self/exe, the
+  /// same arguments and process) so that those libraries read them. Nothing
+  /// earlier can: glibc's own initialization, after an executable's
+  /// preinit_array, restores the environment the process started with.
+  virtual bool setProcessEnvironment() const { return false; }
+  /// One line on how the kernels' threads wait between kernels, for `info`
+  /// (empty: nothing to say).
+  virtual std::string describeThreads() const { return ""; }
   /// One line on the kernels' own memory after the setup run ("12 oneDNN
   /// primitives, scratchpad X bytes, reordered weights Y bytes"), for
   /// `run --verbose` and `info`.

@@ -40,6 +40,9 @@
 #include <memory>
 #include <thread>
 
+#include <sys/auxv.h>
+#include <unistd.h>
+
 using namespace hpcrt;
 
 namespace {
@@ -50,6 +53,19 @@ using driver::MpiRun;
 using driver::parsePositive;
 using driver::progName;
 using driver::QuietExit;
+
+/// The backend's process environment (Backend::setProcessEnvironment):
+/// when it sets variables that libraries loaded before main() read once,
+/// the program runs itself again, same arguments, same process id (a
+/// launcher or mpirun keeps tracking it), so that they read them. Not when
+/// the dynamic loader was run as the program (`ld.so ./model ...`: AT_BASE
+/// is 0 and /proc/self/exe is the loader); if execv fails the program goes
+/// on with the libraries' defaults.
+void applyBackendEnvironment(char **argv) {
+  if (!defaultBackend().setProcessEnvironment() || getauxval(AT_BASE) == 0)
+    return;
+  execv("/proc/self/exe", argv);
+}
 
 const char *usageText =
     "usage: %s run --input NAME=FILE.npy|FILE.pb ... --output-dir DIR\n"
@@ -343,6 +359,9 @@ int infoCommand(int argc, char **argv) {
     driver::printTrainInfo(ctx);
   printf("ops: %zu\n", ctx.ops().size());
   printKernelMemory(ctx);
+  std::string threads = ctx.backend().describeThreads();
+  if (!threads.empty())
+    printf("threads: %s\n", threads.c_str());
   for (const NamedTensor &in : ctx.inputList()) {
     const Tensor &t = ctx.tensor(in.tensor);
     printf("input  %s: %s %s\n", in.name.c_str(), dtypeName(t.dtype).c_str(),
@@ -359,6 +378,7 @@ int infoCommand(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  applyBackendEnvironment(argv);
   std::string prog = argc > 0 ? argv[0] : "model";
   size_t slash = prog.rfind('/');
   if (slash != std::string::npos)

@@ -20,24 +20,23 @@
 #define HPCRT_OP(Id, cname, mnemonic) extern const ::hpcrt::KernelEntry hpcrt_cpu_##Id;
 #include "../core/Ops.def"
 
-/// oneDNN runs on OpenMP, the other kernels on the runtime's own pool
-/// (Parallel.h), one after the other: one of them owns the cores at a time.
-/// libgomp's idle threads would spin for a while after every oneDNN call and
-/// take the cores from the pool's next kernel, so they sleep at once unless
-/// the user chose a wait policy or a spin count. libgomp reads its
-/// environment in its constructor, before main(); an executable's
-/// preinit_array runs before any shared library's constructor (this object
-/// is linked into every executable that makes a context: it defines
-/// defaultBackend()).
-static void passiveOpenmp(int, char **, char **) {
-  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-}
-__attribute__((section(".preinit_array"), used)) static void (*const hpcrtPreinit)(
-    int, char **, char **) = passiveOpenmp;
-
 namespace hpcrt {
 namespace {
+
+/// libgomp's spin count for idle OpenMP threads in model executables
+/// (Backend::setProcessEnvironment; the user's OMP_WAIT_POLICY or
+/// GOMP_SPINCOUNT wins). oneDNN runs on OpenMP and the other kernels on the
+/// runtime's pool, one after the other. libgomp's default, 300000 spins
+/// (~6.7 ms here), keeps its threads spinning into the pool's kernels and,
+/// on a busy machine, on cores another process needs; 0 (PASSIVE) makes
+/// many oneDNN calls wait for sleeping threads to wake. 30000 spins is
+/// ~0.85 ms. Measured on the 2-core AMX VM at 2 threads
+/// (docs/benchmarks.md, "OpenMP's idle threads"), for the default, 30000,
+/// 10000 and 0: ResNet-18 13.4-13.5, 13.4-13.5, 14.1 and 15.9 ms per run;
+/// beside a process spinning on one core 49-56, 38-40, 33 and 27 ms
+/// (onnxruntime 29.7); the fp32 train step of the 6-layer GPT 621-645,
+/// 613-620 and 601-611 ms (0 not measured).
+constexpr const char *kOpenmpSpinCount = "30000";
 
 class CpuBackend final : public Backend {
 public:
@@ -63,6 +62,24 @@ public:
     openblas_set_num_threads(threads);
   }
   int threads() const override { return omp_get_max_threads(); }
+  bool setProcessEnvironment() const override {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+      return false;
+    setenv("GOMP_SPINCOUNT", kOpenmpSpinCount, 0);
+    return true;
+  }
+  std::string describeThreads() const override {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    std::string line = "OpenMP (oneDNN) and the runtime's pool, one kernel at a time; idle "
+                       "OpenMP threads wait with ";
+    if (policy)
+      line += std::string("OMP_WAIT_POLICY=") + policy + (spin ? ", " : "");
+    if (spin)
+      line += std::string("GOMP_SPINCOUNT=") + spin;
+    if (!policy && !spin)
+      line += "libgomp's default spin count";
+    return line;
+  }
   std::string describeKernels(const hpcrt_ctx &ctx) const override {
     return std::to_string(ctx.kernelStateCount()) + " oneDNN primitives, scratchpad " +
            std::to_string(ctx.scratchpadBytes()) + " bytes, reordered weights " +

@@ -180,10 +180,13 @@
  *     bytes and printed by `run --verbose` and `info`. A kernel called
  *     without a setup run makes its primitive on the first call.
  *   - Threads. oneDNN runs on OpenMP, the other kernels on the runtime's
- *     pool, one kernel at a time. Model executables start with
- *     OMP_WAIT_POLICY=PASSIVE unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
- *     set, so idle OpenMP threads sleep instead of spinning against the
- *     pool; products below ~5 MFLOP run on the calling thread alone.
+ *     pool, one kernel at a time. Model executables run with
+ *     GOMP_SPINCOUNT=30000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set
+ *     (main() sets it and runs itself again, as libgomp reads it only when
+ *     it is loaded), so idle OpenMP threads sleep after ~1 ms instead of
+ *     libgomp's default ~7 ms of spinning against the pool; a program that
+ *     embeds libhpcrt sets its own. Products below ~5 MFLOP run on the
+ *     calling thread alone.
  *
  *
  * Training programs (hpc-opt --train; docs/training.md)
