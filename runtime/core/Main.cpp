@@ -57,14 +57,22 @@ using driver::QuietExit;
 /// The backend's process environment (Backend::setProcessEnvironment):
 /// when it sets variables that libraries loaded before main() read once,
 /// the program runs itself again, same arguments, same process id (a
-/// launcher or mpirun keeps tracking it), so that they read them. Not when
-/// the dynamic loader was run as the program (`ld.so ./model ...`: AT_BASE
-/// is 0 and /proc/self/exe is the loader); if execv fails the program goes
-/// on with the libraries' defaults.
+/// launcher or mpirun keeps tracking it), so that they read them. The file
+/// is /proc/self/exe's target, so the process keeps its name (ps, top).
+/// Not when the dynamic loader was run as the program (`ld.so ./model ...`:
+/// AT_BASE is 0 and /proc/self/exe is the loader) or the file is gone; if
+/// execv fails the program goes on with the libraries' defaults.
 void applyBackendEnvironment(char **argv) {
   if (!defaultBackend().setProcessEnvironment() || getauxval(AT_BASE) == 0)
     return;
-  execv("/proc/self/exe", argv);
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0 || static_cast<size_t>(len) >= sizeof self - 1)
+    return;
+  self[len] = '\0';
+  if (access(self, X_OK) != 0)
+    return;
+  execv(self, argv);
 }
 
 const char *usageText =

@@ -64,14 +64,23 @@ public:
   void run(int64_t n, int64_t chunks, RangeFn fn, void *ctx, int threads) {
     std::lock_guard<std::mutex> lock(runMutex_); // one job at a time
     threads = 1 + ensureWorkers(threads - 1);
+    // Close the previous job (no chunk left to claim) before its fields are
+    // overwritten. Otherwise a worker that read this job's fields and then
+    // still the previous job's state word (descheduled in between) claims a
+    // chunk past that job's end, counts it into this job's done_, and the
+    // wait below never ends: seen once, a train step hung in a transpose.
+    // The fields are stored with release and read with acquire, so a
+    // worker that reads a new field also reads the closed word (or a newer).
+    uint64_t previous = state_.load(std::memory_order_relaxed) >> 32;
+    state_.store((previous << 32) | kClosed, std::memory_order_seq_cst);
     // Job fields first, then the state word that publishes them.
-    fn_.store(fn, std::memory_order_relaxed);
-    ctx_.store(ctx, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    chunks_.store(chunks, std::memory_order_relaxed);
+    fn_.store(fn, std::memory_order_release);
+    ctx_.store(ctx, std::memory_order_release);
+    n_.store(n, std::memory_order_release);
+    chunks_.store(chunks, std::memory_order_release);
     active_.store(threads - 1, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
-    uint64_t job = (state_.load(std::memory_order_relaxed) >> 32) + 1;
+    uint64_t job = previous + 1;
     state_.store(job << 32, std::memory_order_seq_cst);
     seq_.store(static_cast<uint32_t>(job), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0)
@@ -104,10 +113,10 @@ private:
   /// Claims and runs chunks of `job` until none is left; returns how many
   /// this thread ran.
   int64_t work(uint64_t job) {
-    RangeFn fn = fn_.load(std::memory_order_relaxed);
-    void *ctx = ctx_.load(std::memory_order_relaxed);
-    int64_t n = n_.load(std::memory_order_relaxed);
-    int64_t chunks = chunks_.load(std::memory_order_relaxed);
+    RangeFn fn = fn_.load(std::memory_order_acquire);
+    void *ctx = ctx_.load(std::memory_order_acquire);
+    int64_t n = n_.load(std::memory_order_acquire);
+    int64_t chunks = chunks_.load(std::memory_order_acquire);
     int64_t ran = 0;
     uint64_t s = state_.load(std::memory_order_acquire);
     while ((s >> 32) == job) {
@@ -192,6 +201,9 @@ private:
   }
 
   static constexpr int kSpinUs = 30;
+  /// The low 32 bits of a closed job's state word: above any chunk count
+  /// (parallelRun caps them at INT32_MAX).
+  static constexpr uint64_t kClosed = 0xffffffffu;
 
   std::mutex runMutex_;
   std::vector<int> workers_;
