@@ -77,8 +77,9 @@ public:
   /// Sets the environment variables that the backend's libraries read once,
   /// when they are loaded before main() (libgomp's spin count), to the
   /// backend's defaults where the user set none. True when it set any: the
-  /// model executable then runs itself again (execv of /proc/self/exe, the
-  /// same arguments and process) so that those libraries read them. Nothing
+  /// model executable then runs itself again (execv of the file
+  /// /proc/self/exe names, the same arguments and process) so that those
+  /// libraries read them. Nothing
   /// earlier can: glibc's own initialization, after an executable's
   /// preinit_array, restores the environment the process started with.
   virtual bool setProcessEnvironment() const { return false; }
