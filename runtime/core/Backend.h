@@ -79,9 +79,9 @@ public:
   /// backend's defaults where the user set none. True when it set any: the
   /// model executable then runs itself again (execv of the file
   /// /proc/self/exe names, the same arguments and process) so that those
-  /// libraries read them. Nothing
-  /// earlier can: glibc's own initialization, after an executable's
-  /// preinit_array, restores the environment the process started with.
+  /// libraries read them. Nothing earlier can: glibc's own initialization,
+  /// after an executable's preinit_array, restores the environment the
+  /// process started with.
   virtual bool setProcessEnvironment() const { return false; }
   /// One line on how the kernels' threads wait between kernels, for `info`
   /// (empty: nothing to say).

@@ -35,7 +35,7 @@ namespace {
 /// 10000 and 0: ResNet-18 13.4-13.5, 13.4-13.5, 14.1 and 15.9 ms per run;
 /// beside a process spinning on one core 49-56, 38-40, 33 and 27 ms
 /// (onnxruntime 29.7); the fp32 train step of the 6-layer GPT 621-645,
-/// 613-620 and 601-611 ms (0 not measured).
+/// 613-620, 601-611 and 586 ms.
 constexpr const char *kOpenmpSpinCount = "30000";
 
 class CpuBackend final : public Backend {
