@@ -67,6 +67,18 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 if os.path.isdir(config.onnx_testdata_dir):
     config.available_features.add("onnx-testdata")
 
+# `avx512`: the CPU has oneDNN's avx512_core (AVX-512 F, BW, VL, DQ), where
+# the runtime's kernel choices differ (the blocked layouts, Winograd); the
+# tests of those choices are reported unsupported elsewhere.
+try:
+    with open("/proc/cpuinfo") as f:
+        cpu_flags = next((l.split(":", 1)[1].split() for l in f
+                          if l.startswith("flags")), [])
+except OSError:
+    cpu_flags = []
+if all(flag in cpu_flags for flag in ("avx512f", "avx512bw", "avx512vl", "avx512dq")):
+    config.available_features.add("avx512")
+
 # Multi-rank tests run the compiled binaries under OpenMPI's mpirun (as root
 # in CI, and with more ranks than cores), each launch with a session
 # directory of its own: lit runs several at once (see mpirun-private.sh).

@@ -346,6 +346,7 @@ hpcrt_ctx::hpcrt_ctx(const std::string &manifestJson, const Backend &backend)
                           x.shape.size() != 4 || x.shape[1] % 16))
           fail("manifest: " + where + " is blocked but not an f32 or bf16 [N, C, H, W] tensor "
                "with C a multiple of 16");
+        hasBlockedBf16_ |= x.blocked && x.dtype == HPCRT_BF16;
       }
       std::string region = strField(t, "region", where);
       if (region == "input") {

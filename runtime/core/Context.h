@@ -70,9 +70,10 @@ struct Tensor {
   std::vector<int64_t> rankAxes;
   int64_t rankStride = 0;
   /// Stored in the CPU's blocked channel layout (manifest "layout":
-  /// "blocked"; an f32 or bf16 [N, C, H, W] tensor, C % 16 == 0, channels in
-  /// blocks of 8 or 16 innermost as oneDNN's convolutions read them on this
-  /// CPU; the same bytes as plain). Only layout-aware kernels touch it.
+  /// "blocked"; an f32 or bf16 [N, C, H, W] tensor, C % 16 == 0, the same
+  /// bytes as plain): the one the backend picks for the program on this CPU
+  /// (nChw8c, nChw16c or nhwc, onednn::blockedIsChannelsLast). Only
+  /// layout-aware kernels touch it.
   bool blocked = false;
   void *data = nullptr;
 
@@ -238,6 +239,9 @@ public:
   /// The weights the kernels read: what stays resident.
   uint64_t residentWeightsBytes() const { return weightsBytes_ - initOnlyWeightsBytes(); }
   uint64_t weightsHash() const { return weightsHash_; }
+  /// Whether a blocked tensor (Tensor::blocked) is bf16: the CPU backend
+  /// picks the blocked layout per program (onednn::blockedIsChannelsLast).
+  bool hasBlockedBf16() const { return hasBlockedBf16_; }
   const std::vector<hpcrt::NamedTensor> &inputList() const { return inputs_; }
   const std::vector<hpcrt::NamedTensor> &outputList() const { return outputs_; }
   const std::vector<hpcrt::OpInfo> &ops() const { return ops_; }
@@ -416,6 +420,7 @@ private:
   std::string weightsFile_;
   uint64_t weightsBytes_ = 0;
   uint64_t weightsHash_ = 0;
+  bool hasBlockedBf16_ = false;
   /// The weights file's entry names by data offset (manifest
   /// weights.entries; empty for a manifest without them).
   std::vector<std::pair<uint64_t, std::string>> weightNames_;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dnnl.h"
 #include "Kernel.h"
 
 #include <cblas.h>
@@ -81,7 +82,15 @@ public:
     return line;
   }
   std::string describeKernels(const hpcrt_ctx &ctx) const override {
-    return std::to_string(ctx.kernelStateCount()) + " oneDNN primitives, scratchpad " +
+    // Which convolutions run Winograd (an f32 program's 3x3 stride-1 ones
+    // with AVX-512, KernelsLinalg.cpp) is decided on this CPU.
+    size_t winograd = 0;
+    for (size_t op = 0; op < ctx.ops().size(); ++op)
+      if (auto *p = dynamic_cast<const onednn::Primitive *>(ctx.kernelState(op)))
+        winograd += p->impl.find("wino") != std::string::npos;
+    return std::to_string(ctx.kernelStateCount()) + " oneDNN primitives" +
+           (winograd ? " (" + std::to_string(winograd) + " Winograd convolutions)" : "") +
+           ", scratchpad " +
            std::to_string(ctx.scratchpadBytes()) + " bytes, reordered weights " +
            std::to_string(ctx.kernelStateBytes()) + " bytes";
   }

@@ -76,20 +76,29 @@ bool hasAvx512Core() {
   return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
-bool blockedIsChannelsLast() { return hasAvx512Core(); }
+bool blockedIsChannelsLast(const Context &ctx) {
+  return hasAvx512Core() && ctx.hasBlockedBf16();
+}
 
-dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type) {
+dn::memory::desc activationDesc(const Context &ctx, bool blocked, const dims &shape, dt type) {
+  using tag = dn::memory::format_tag;
   if (!blocked)
     return plain(shape, type);
-  return dn::memory::desc(shape, type,
-                          blockedIsChannelsLast() ? dn::memory::format_tag::nhwc
-                                                  : dn::memory::format_tag::nChw8c);
+  if (!hasAvx512Core())
+    return dn::memory::desc(shape, type, tag::nChw8c);
+  return dn::memory::desc(shape, type, blockedIsChannelsLast(ctx) ? tag::nhwc : tag::nChw16c);
 }
 
-bool knownActivation(const std::string &a) {
-  return a == "none" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "sigmoid" ||
-         a == "tanh" || a == "silu";
+int activationIndex(const std::string &a) {
+  static const char *const known[] = {"none", "relu", "gelu", "gelu_tanh",
+                                      "sigmoid", "tanh", "silu"};
+  for (int k = 0; k < static_cast<int>(std::size(known)); ++k)
+    if (a == known[k])
+      return k;
+  return -1;
 }
+
+bool knownActivation(const std::string &a) { return activationIndex(a) >= 0; }
 
 void appendActivation(dn::post_ops &ops, const std::string &a) {
   using alg = dn::algorithm;
@@ -193,22 +202,49 @@ Key &Key::operator<<(const dims &v) {
   return *this;
 }
 
-void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data) {
-  // The stored argument map is passed as it is (no map built per call):
-  // only the data handles change.
-  for (const auto &[arg, ptr] : data) {
-    auto it = args.find(arg);
-    if (it == args.end())
-      fail("oneDNN: the primitive has no argument " + std::to_string(arg));
-    it->second.set_data_handle(const_cast<void *>(ptr));
+void Primitive::bindArgs() {
+  execArgs.clear();
+  rebind.clear();
+  for (auto &[arg, mem] : args) {
+    execArgs.push_back({arg, mem.get()});
+    // oneDNN zeroes a blocked layout's padding when a handle is set: a
+    // padded argument is set every call (its buffer may have been written
+    // since).
+    dn::memory::desc md = mem.get_desc();
+    bool padded = false;
+    for (int d = 0; d < md.data.ndims; ++d)
+      padded |= md.data.padded_dims[d] != md.data.dims[d];
+    rebind.push_back(padded);
   }
-  if (data.size() + (scratchpadBytes ? 1 : 0) != args.size())
-    fail("oneDNN: " + std::to_string(args.size()) + " arguments expected, " +
+  bound.assign(execArgs.size(), nullptr);
+}
+
+void Primitive::execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data) {
+  auto bind = [&](int arg, const void *ptr) {
+    size_t k = 0;
+    while (k < execArgs.size() && execArgs[k].arg != arg)
+      ++k;
+    if (k == execArgs.size())
+      fail("oneDNN: the primitive has no argument " + std::to_string(arg));
+    if (bound[k] != ptr || rebind[k]) {
+      dn::error::wrap_c_api(
+          dnnl_memory_set_data_handle_v2(execArgs[k].memory, const_cast<void *>(ptr), nullptr),
+          "could not set a memory object's data handle");
+      bound[k] = ptr;
+    }
+  };
+  for (const auto &[arg, ptr] : data)
+    bind(arg, ptr);
+  if (data.size() + (scratchpadBytes ? 1 : 0) != execArgs.size())
+    fail("oneDNN: " + std::to_string(execArgs.size()) + " arguments expected, " +
          std::to_string(data.size()) + " given");
   if (scratchpadBytes)
-    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(ctx.scratchpad(scratchpadBytes));
+    bind(DNNL_ARG_SCRATCHPAD, ctx.scratchpad(scratchpadBytes));
   ThreadScope scope(threads);
-  prim.execute(stream(), args);
+  dn::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream().get(),
+                                               static_cast<int>(execArgs.size()),
+                                               execArgs.data()),
+                        "could not execute a primitive");
   stream().wait();
 }
 

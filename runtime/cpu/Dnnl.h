@@ -23,6 +23,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -52,25 +53,30 @@ dn::memory::desc strided(const dims &shape, dt type, const dims &strides);
 /// every bf16 primitive is unimplemented).
 bool hasAvx512Core();
 
-/// Whether the blocked layout is channels-last (nhwc): with AVX-512, where
-/// oneDNN's brgemm convolutions (brgconv, on AMX for bf16) read and write
-/// it. 2026-12-06, one core of the AMX Xeon: ResNet-18's 3x3 convolutions
-/// 9-12% faster in f32 than the direct ones on nChw16c, and bf16 ones on
-/// AMX where nChw16c gets the AVX512-BF16 direct kernels
-/// (docs/benchmarks.md). Without AVX-512: nChw8c (the AVX2 direct kernels).
-bool blockedIsChannelsLast();
+/// Whether the context's blocked layout is channels-last (nhwc): with
+/// AVX-512 in a program with bf16 blocked tensors, where oneDNN's brgemm
+/// convolutions read and write it (on AMX; nChw16c gets the AVX512-BF16
+/// direct kernels). An f32 program's blocked layout is nChw16c with
+/// AVX-512: oneDNN's Winograd convolutions read only that, and they run
+/// ResNet-18's 3x3 stride-1 convolutions 1.5-1.7x faster than the brgemm
+/// ones on nhwc (2026-12-07, the AMX Xeon, docs/benchmarks.md). Without
+/// AVX-512: nChw8c (the AVX2 direct kernels).
+bool blockedIsChannelsLast(const Context &ctx);
 
-/// The descriptor of an activation tensor: plain, or (Tensor::blocked) the
-/// blocked channel layout of this CPU's convolutions (nhwc with AVX-512,
-/// blockedIsChannelsLast; nChw8c otherwise).
-dn::memory::desc activationDesc(bool blocked, const dims &shape, dt type);
-inline dn::memory::desc activationDesc(const Tensor &t, const dims &shape, dt type) {
-  return activationDesc(t.blocked, shape, type);
+/// The descriptor of an activation tensor: plain, or (blocked) the
+/// context's blocked channel layout (blockedIsChannelsLast; nChw16c or
+/// nChw8c otherwise).
+dn::memory::desc activationDesc(const Context &ctx, bool blocked, const dims &shape, dt type);
+inline dn::memory::desc activationDesc(const Context &ctx, const Tensor &t, const dims &shape,
+                                       dt type) {
+  return activationDesc(ctx, t.blocked, shape, type);
 }
 
 /// Whether `activation` names a fused epilogue the runtime knows ("none",
 /// "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu").
 bool knownActivation(const std::string &activation);
+/// Its position in that list (-1: unknown).
+int activationIndex(const std::string &activation);
 /// Appends the eltwise post-op of `activation` (nothing for "none").
 void appendActivation(dn::post_ops &ops, const std::string &activation);
 
@@ -108,18 +114,53 @@ double productWork(double flops, double bytes);
 void setPrimitivesEnabled(bool on);
 bool primitivesEnabled();
 
+/// What a product kernel's call was checked on: its tensors (a context's
+/// tensors never change shape, dtype or layout once it is made) and its
+/// attributes.
+struct CallSignature {
+  const Tensor *tensors[4] = {};
+  /// The attributes, each exactly (a double as its bits).
+  uint64_t attrs[3] = {};
+  bool operator==(const CallSignature &o) const {
+    return std::equal(tensors, tensors + 4, o.tensors) &&
+           std::equal(attrs, attrs + 3, o.attrs);
+  }
+};
+
 /// One op's primitive and the memory objects of its arguments.
 struct Primitive : KernelState {
   std::string key; ///< what it was made for (shapes, dtypes, attributes)
   bool available = false; ///< false: oneDNN has no implementation here
   int threads = 1;        ///< OpenMP threads it was made for and runs on
+  std::string impl;       ///< oneDNN's implementation ("brgconv:avx512_core")
   dn::primitive prim;
   std::unordered_map<int, dn::memory> args;
+  /// args as oneDNN's C API takes them, made once (bindArgs), and the data
+  /// handle each holds: a call sets only the handles that changed and
+  /// builds no map (a 64x64x64 bf16 product takes ~1 us on AMX).
+  std::vector<dnnl_exec_arg_t> execArgs;
+  std::vector<const void *> bound;
+  std::vector<bool> rebind; ///< set every call (a blocked layout's padding)
   size_t scratchpadBytes = 0;
   /// Read-only weights in the primitive's own layout (reordered once).
   Buffer weights;
   bool weightsReady = false;
+  /// The last call that passed the kernel's checks and found this
+  /// primitive by its key, and the weights it read (a copy made once; null:
+  /// the operand itself). A call with the same signature goes straight to
+  /// execution (verifiedPrimitive): the checks and the key cost ~0.7 us,
+  /// as much as a 64x64x64 bf16 product on AMX.
+  CallSignature verified;
+  bool hasVerified = false;
+  const void *verifiedWeights = nullptr;
+  void markVerified(const CallSignature &sig, const void *weightsCopy) {
+    verified = sig;
+    hasVerified = true;
+    verifiedWeights = weightsCopy;
+  }
 
+  /// Fills execArgs from args (after the last argument is added).
+  void bindArgs();
   /// Runs the primitive on these (argument, data) pairs, with the context's
   /// scratchpad.
   void execute(Context &ctx, std::initializer_list<std::pair<int, const void *>> data);
@@ -165,6 +206,7 @@ std::unique_ptr<Primitive> makePrimitive(Context &ctx, const std::string &key, d
     Made m = make();
     if (m.pd) {
       fresh->available = true;
+      fresh->impl = m.pd.impl_info_str();
       fresh->prim = std::move(m.prim);
       for (auto &[arg, md] : m.args)
         fresh->args.emplace(arg, dn::memory(md, engine(), DNNL_MEMORY_NONE));
@@ -172,6 +214,7 @@ std::unique_ptr<Primitive> makePrimitive(Context &ctx, const std::string &key, d
       fresh->scratchpadBytes = sp.get_size();
       if (fresh->scratchpadBytes)
         fresh->args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(sp, engine(), DNNL_MEMORY_NONE));
+      fresh->bindArgs();
       ctx.requireScratchpad(fresh->scratchpadBytes);
     }
   } catch (const dn::error &e) {
@@ -192,6 +235,14 @@ Primitive &primitiveFor(OpCall &c, const std::string &key, double flops, MakeFn 
   Primitive &ref = *fresh;
   c.ctx.setKernelState(c.op, std::move(fresh));
   return ref;
+}
+
+/// The op's primitive when its last checked call (Primitive::markVerified)
+/// had this signature; null otherwise (the kernel checks its call and
+/// finds the primitive by its key).
+inline Primitive *verifiedPrimitive(OpCall &c, const CallSignature &sig) {
+  auto *p = dynamic_cast<Primitive *>(c.ctx.kernelState(c.op));
+  return p && p->available && p->hasVerified && p->verified == sig ? p : nullptr;
 }
 
 /// The name of the instruction set oneDNN uses on this CPU ("avx2", ...).

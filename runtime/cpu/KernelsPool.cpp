@@ -219,8 +219,8 @@ void poolBlocked(OpCall &c, const Tensor &x, Tensor &y, bool isMax, const PoolGe
   onednn::Primitive &p = onednn::primitiveFor(c, key, work, [&] {
     auto alg = isMax ? dn::algorithm::pooling_max : dn::algorithm::pooling_avg_exclude_padding;
     dn::pooling_forward::desc d(dn::prop_kind::forward_inference, alg,
-                                onednn::activationDesc(true, src, onednn::dt::f32),
-                                onednn::activationDesc(true, dst, onednn::dt::f32), strides,
+                                onednn::activationDesc(c.ctx, true, src, onednn::dt::f32),
+                                onednn::activationDesc(c.ctx, true, dst, onednn::dt::f32), strides,
                                 kernel, padL, padR);
     dn::pooling_forward::primitive_desc pd(d, onednn::baseAttr(), onednn::engine(), true);
     if (!pd)

@@ -164,6 +164,7 @@ namespace {
 int benchMain(int argc, char **argv) {
   double target = 0.3;
   bool bf16 = false;
+  std::string only; // "MxKxN": just that product (profiling one row)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -182,9 +183,12 @@ int benchMain(int argc, char **argv) {
         return 1;
       }
       bf16 = d == "bf16";
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else {
       fprintf(stderr,
-              "usage: hpcrt-gemm-bench [--threads T] [--time SECONDS] [--dtype f32|bf16]\n");
+              "usage: hpcrt-gemm-bench [--threads T] [--time SECONDS] [--dtype f32|bf16] "
+              "[--only MxKxN]\n");
       return a == "-h" || a == "--help" ? 0 : 1;
     }
   }
@@ -205,6 +209,9 @@ int benchMain(int argc, char **argv) {
   std::vector<double> ratios;
   int bad = 0;
   for (const Case &c : kCases) {
+    if (!only.empty() && only != std::to_string(c.M) + "x" + std::to_string(c.K) + "x" +
+                                     std::to_string(c.N))
+      continue;
     bool batched = c.batch > 1;
     std::vector<int64_t> as, bs, ys;
     if (batched) {
@@ -295,6 +302,11 @@ int benchMain(int argc, char **argv) {
       ++bad;
     }
     fflush(stdout);
+  }
+  if (ratios.empty()) {
+    fprintf(stderr, "hpcrt-gemm-bench: --only %s matches no product of the sweep\n",
+            only.c_str());
+    return 1;
   }
   double lg = 0;
   for (double r : ratios)

@@ -379,3 +379,63 @@ TEST(Conv, FusedRelu) {
   expectNear(run1({hpcrt_conv, {x, w, b, std::nullopt}, {{HPCRT_F32, {1, 6, 5, 5}}}, ia, {}, {"relu"}}), want,
              1e-6, 1e-6);
 }
+
+// A product's second call on the same tensors skips its checks and key
+// (onednn::verifiedPrimitive): a change of attributes, of tensors under the
+// same op number, or of the operands' data must still be seen.
+TEST(Gemm, RepeatedCallsOnOneOpNumber) {
+  nlohmann::json tensors = nlohmann::json::array();
+  int64_t off = 0;
+  for (auto shape : {std::vector<int64_t>{4, 3}, {3, 5}, {4, 5}, {2, 3}, {2, 5}}) {
+    tensors.push_back(
+        {{"dtype", HPCRT_F32}, {"shape", shape}, {"region", "arena"}, {"offset", off}});
+    off += 64 * 4;
+  }
+  nlohmann::json m = {{"version", 1},   {"model", "test"},  {"arena_bytes", off},
+                      {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()},
+                      {"tensors", tensors}};
+  Context ctx(m.dump());
+  ctx.prepare();
+  Val a = randomVal(HPCRT_F32, {4, 3}, 61), b = randomVal(HPCRT_F32, {3, 5}, 62);
+  Val a2 = randomVal(HPCRT_F32, {2, 3}, 63);
+  auto load = [&](int id, const Val &v) {
+    for (size_t i = 0; i < v.v.size(); ++i)
+      writeElem(ctx.tensor(id), static_cast<int64_t>(i), v.v[i]);
+  };
+  auto read = [&](int id) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < ctx.tensor(id).numel; ++i)
+      v.push_back(readElem(ctx.tensor(id), i));
+    return v;
+  };
+  auto scaled = [](std::vector<double> v, double s) {
+    for (double &x : v)
+      x *= s;
+    return v;
+  };
+  load(0, a), load(1, b), load(3, a2);
+  std::vector<int64_t> batch;
+  std::vector<double> ab = matmulRef(a, {4, 3}, b, {3, 5}, batch);
+  const int32_t gemmIds[] = {1, 2, 3, 0, 1, -1}, matmulIds[] = {1, 4, 2, 3, 1};
+  const int64_t noTrans[] = {0, 0};
+  const double alpha1[] = {1.0, 0.0}, alpha2[] = {2.0, 0.0};
+  const char *none[] = {"none"}, *relu[] = {"relu"};
+  hpcrt_gemm(&ctx, 0, gemmIds, noTrans, alpha1, none);
+  expectNear(read(2), ab);
+  hpcrt_gemm(&ctx, 0, gemmIds, noTrans, alpha2, none); // alpha
+  expectNear(read(2), scaled(ab, 2));
+  hpcrt_gemm(&ctx, 0, gemmIds, noTrans, alpha2, relu); // activation
+  std::vector<double> want = scaled(ab, 2);
+  for (double &x : want)
+    x = std::max(x, 0.0);
+  expectNear(read(2), want);
+  Val a3 = randomVal(HPCRT_F32, {4, 3}, 64);
+  load(0, a3); // new data, same tensors
+  hpcrt_gemm(&ctx, 0, gemmIds, noTrans, alpha1, none);
+  expectNear(read(2), matmulRef(a3, {4, 3}, b, {3, 5}, batch));
+  hpcrt_matmul(&ctx, 0, matmulIds, nullptr, nullptr, nullptr); // other tensors, same op
+  expectNear(read(4), matmulRef(a2, {2, 3}, b, {3, 5}, batch));
+  hpcrt_gemm(&ctx, 0, gemmIds, noTrans, alpha2, none);
+  expectNear(read(2), scaled(matmulRef(a3, {4, 3}, b, {3, 5}, batch), 2));
+  EXPECT_EQ(ctx.error(), "");
+}
