@@ -51,8 +51,9 @@ TEST(PeerWait, PollForEndsWhenDone) {
   // loaded one (yields that take long) idle steps may follow, but none
   // before the spin is over. Not a timing test: only the order is checked.
   EXPECT_LT(idles, calls);
-  if (idles > 0)
+  if (idles > 0) {
     EXPECT_GE(firstIdleS, 200e-6);
+  }
   EXPECT_LT(since(), 1.0);
 }
 
