@@ -32,6 +32,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -67,11 +68,16 @@ bool notAfter(Operation *a, Operation *b) {
   return a == b || a->isBeforeInBlock(b);
 }
 
-/// The all_reduces of `block` that may be bucketed, in the order their
-/// operands are ready.
 /// Whether `op` is a collective a bucket can take: an all_reduce, or a
-/// reduce_scatter into dimension 0 (ZeRO-2's gradient rows), uncompressed.
-bool bucketable(Operation &op) {
+/// reduce_scatter into dimension 0 (ZeRO-2's gradient rows), uncompressed;
+/// with `gathers`, an all_gather of dimension 0 pieces instead (ZeRO-1/2's
+/// updated rows gathered back into the parameters; not ZeRO-3's per-use
+/// gathers, which dist-async-collectives prefetches one by one).
+bool bucketable(Operation &op, bool gathers) {
+  if (gathers) {
+    auto ag = dyn_cast<AllGatherOp>(op);
+    return ag && !ag.getCompressionAttr() && ag.getDim() == 0 && !op.hasAttr("dist.prefetch");
+  }
   if (auto ar = dyn_cast<AllReduceOp>(op))
     return !ar.getCompressionAttr();
   if (auto rs = dyn_cast<ReduceScatterOp>(op))
@@ -79,15 +85,31 @@ bool bucketable(Operation &op) {
   return false;
 }
 
-SmallVector<Member> candidates(Block &block) {
+/// The collectives of `block` that may be bucketed (reductions, or with
+/// `gathers` the gathers), in the order their operands are ready.
+SmallVector<Member> candidates(Block &block, bool gathers) {
   SmallVector<Member> out;
   for (Operation &op : block) {
-    if (!bucketable(op))
+    if (!bucketable(op, gathers))
       continue;
     Value input = op.getOperand(0), result = op.getResult(0);
     Operation *ready = input.getDefiningOp();
     if (ready && (ready->getBlock() != &block || isa<AllReduceOp, ReduceScatterOp>(ready)))
       continue; // a reduction of a reduction stays as it is (fusing erases ops)
+    // A ZeRO update writes the rows it gathers in place: they are ready
+    // after the last such write before the gather, and a write after it
+    // would be moved past.
+    bool writtenAfter = false;
+    for (Operation *user : input.getUsers()) {
+      if (user == &op || user->getBlock() != &block || isMemoryEffectFree(user))
+        continue;
+      if (op.isBeforeInBlock(user))
+        writtenAfter = true;
+      else if (!ready || ready->isBeforeInBlock(user))
+        ready = user;
+    }
+    if (writtenAfter)
+      continue;
     llvm::SetVector<Operation *> chain = hpc::relayoutsOf(result, &block);
     bool outside = false;
     Operation *first = hpc::firstRealUse(result, &block, chain, outside);
@@ -135,7 +157,9 @@ Value reshaped(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
 /// reduce_scatters into dimension 0 lays each member out as [G, n/G] (row r
 /// is rank r's rows: a dim-0 piece is contiguous) and concatenates along
 /// dimension 1, so the one reduce_scatter gives every rank its rows of
-/// every member.
+/// every member. A bucket of all_gathers of dimension 0 pieces gathers the
+/// concatenated pieces once and takes each member's columns of the [G, n]
+/// result: rank r's piece of every member is row r.
 void fuse(ArrayRef<Member> bucket) {
   Operation *last = nullptr;
   for (const Member &m : bucket)
@@ -151,6 +175,37 @@ void fuse(ArrayRef<Member> bucket) {
   OpBuilder b(anchor);
   Location loc = head->getLoc();
   Type element = rankedOf(head->getOperand(0)).getElementType();
+  if (auto gather = dyn_cast<AllGatherOp>(head)) {
+    int64_t group = rankedOf(head->getResult(0)).getDimSize(0) /
+                    rankedOf(head->getOperand(0)).getDimSize(0);
+    SmallVector<Value> flat;
+    SmallVector<int64_t> sizes;
+    int64_t total = 0;
+    for (const Member &m : bucket) {
+      int64_t n = rankedOf(m.op->getOperand(0)).getNumElements();
+      flat.push_back(reshaped(b, loc, m.op->getOperand(0), RankedTensorType::get({n}, element)));
+      sizes.push_back(n);
+      total += n;
+    }
+    Value joined = hpc::ConcatOp::create(b, loc, RankedTensorType::get({total}, element), flat,
+                                         b.getI64IntegerAttr(0));
+    Value all = AllGatherOp::create(b, loc, RankedTensorType::get({group * total}, element),
+                                    joined, gather.getAxes(), b.getI64IntegerAttr(0),
+                                    Attribute());
+    Value rows = reshaped(b, loc, all, RankedTensorType::get({group, total}, element));
+    SmallVector<Type> pieces;
+    for (int64_t n : sizes)
+      pieces.push_back(RankedTensorType::get({group, n}, element));
+    auto split = hpc::SplitOp::create(b, loc, pieces, rows, b.getI64IntegerAttr(1),
+                                      b.getDenseI64ArrayAttr(sizes));
+    for (auto [m, piece] : llvm::zip(bucket, split.getResults())) {
+      Value back = reshaped(b, loc, piece, rankedOf(m.op->getResult(0)));
+      m.op->getResult(0).replaceAllUsesWith(back);
+      m.op->erase();
+      hpc::moveRelayouts(m.relayouts, back.getDefiningOp(), anchor);
+    }
+    return;
+  }
   auto scatter = dyn_cast<ReduceScatterOp>(head);
   // Rows: 1 for an all_reduce, the group for a reduce_scatter.
   int64_t rows = 1;
@@ -297,7 +352,7 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
     module.walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
-      SmallVector<Member> all = candidates(func.getBody().front());
+      SmallVector<Member> all = candidates(func.getBody().front(), /*gathers=*/false);
       int64_t cap = bucketBytes;
       if (cap < 0 && haveCluster) {
         cap = modelBucketBytes(func.getBody().front(), all);
@@ -328,6 +383,22 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
         // it stays alone and does not close the open bucket.
         if (staysAlone(all, i))
           continue;
+        if (!joins(bucket, bytes, m, cap))
+          close();
+        bucket.push_back(m);
+        bytes += m.bytes;
+      }
+      close();
+      // ZeRO-1/2's gathers of the updated rows, one per parameter tensor:
+      // each is a round trip through the communication thread (0.05-0.15
+      // ms a gather in the steps of the benchmark's GPTs on 2 shared
+      // cores). Alone, a gather writes straight into its parameter; in a
+      // bucket its rows are copied three times (concat, split, assign),
+      // which for a 1 MiB bucket of the 4-layer GPT cost more than the
+      // round trips it saved (docs/benchmarks.md). So only small pieces
+      // share a gather: biases, norms, a small model's matrices.
+      cap = bucketBytes > 0 ? int64_t(bucketBytes) : int64_t(64) << 10;
+      for (Member &m : candidates(func.getBody().front(), /*gathers=*/true)) {
         if (!joins(bucket, bytes, m, cap))
           close();
         bucket.push_back(m);

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AddTrees.h"
 #include "Dist/DistOps.h"
 #include "DistSharding.h"
 #include "hpc/CostModel/OpCost.h"
@@ -330,9 +331,6 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Operation *> all;
-    for (Operation &op : body.without_terminator())
-      all.push_back(&op);
-
     // 1. The stage of every op; -1: made from inputs, weights and state
     //    alone, computed by every stage that reads it.
     llvm::DenseMap<Operation *, int64_t> stageOf;
@@ -340,32 +338,70 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
       Operation *def = v.getDefiningOp();
       return def ? stageOf.lookup(def) : -1;
     };
-    for (Operation *op : all) {
-      if (auto s = stageTag(op)) {
-        if (*s < 0 || *s >= stagesInAll) {
-          op->emitError() << "pipeline stage " << *s << " is outside the " << stagesInAll
-                          << " stages";
-          return signalPassFailure();
-        }
-        stageOf[op] = *s;
-        continue;
-      }
-      // The stage of its largest operand made on a stage (ties: the later
-      // stage): a gradient times a micro-batch's weight stays where the
-      // gradient is.
-      int64_t best = -1, bestBytes = -1;
-      for (Value v : op->getOperands()) {
-        int64_t s = valueStage(v);
-        if (s < 0)
+    auto assignStages = [&]() -> LogicalResult {
+      all.clear();
+      stageOf.clear();
+      for (Operation &op : body.without_terminator())
+        all.push_back(&op);
+      for (Operation *op : all) {
+        if (auto s = stageTag(op)) {
+          if (*s < 0 || *s >= stagesInAll)
+            return op->emitError() << "pipeline stage " << *s << " is outside the "
+                                   << stagesInAll << " stages";
+          stageOf[op] = *s;
           continue;
-        int64_t bytes = byteSize(v);
-        if (bytes > bestBytes || (bytes == bestBytes && s > best)) {
-          best = s;
-          bestBytes = bytes;
         }
+        // The stage of its largest operand made on a stage (ties: the later
+        // stage): a gradient times a micro-batch's weight stays where the
+        // gradient is.
+        int64_t best = -1, bestBytes = -1;
+        for (Value v : op->getOperands()) {
+          int64_t s = valueStage(v);
+          if (s < 0)
+            continue;
+          int64_t bytes = byteSize(v);
+          if (bytes > bestBytes || (bytes == bestBytes && s > best)) {
+            best = s;
+            bestBytes = bytes;
+          }
+        }
+        stageOf[op] = best;
       }
-      stageOf[op] = best;
-    }
+      return success();
+    };
+    if (failed(assignStages()))
+      return signalPassFailure();
+    // A sum of terms made on several stages (the global gradient norm adds
+    // one square per parameter) would send each earlier stage's terms on
+    // their own where the chain adds them (19 scalar sends a step on the
+    // benchmark's small GPT at pp=2): each stage's terms are summed where
+    // they are made, so one partial sum crosses per stage.
+    bool regrouped = false;
+    forEachAddTree(body, 3, [&](AddTree &tree) {
+      // Only the step's scalar sums: a stage's own sums (a residual
+      // stream) are its blocks' business.
+      if (stageTag(tree.root) || cast<RankedTensorType>(tree.root.getType()).getRank() != 0)
+        return;
+      std::map<int64_t, SmallVector<Value>> byStage;
+      for (Value v : tree.leaves)
+        byStage[valueStage(v)].push_back(v);
+      if (byStage.size() < 2 ||
+          llvm::none_of(byStage, [&](auto &kv) { return kv.first >= 0 && kv.second.size() > 1; }))
+        return;
+      OpBuilder b(tree.root);
+      Location loc = tree.root.getLoc();
+      Type type = tree.root.getType();
+      // The last stage's sum first: every other stage's then goes to it
+      // straight (an add is on its later operand's stage), as the terms
+      // did, and no stage waits for another's partial to pass it on.
+      SmallVector<Value> terms;
+      for (auto &[stage, leaves] : llvm::reverse(byStage))
+        terms.push_back(sumInOrder(b, loc, type, leaves));
+      replaceAddTree(tree, sumInOrder(b, loc, type, terms));
+      regrouped = true;
+    });
+    if (regrouped && failed(assignStages()))
+      return signalPassFailure();
 
     // 2. The stages each op runs on: its own; what no weight and batch
     //    both reach, every stage that reads it (it computes it itself).

@@ -2,8 +2,10 @@
 """The cost model's prediction against the measured step, and the searched
 plan against a grid of plans, on this machine (issue 17, points 2 and 5).
 
-    scripts/bench_prediction.py [--ranks 2,4 | --two-nodes] [--apply-overlap] [--recalibrate]
-                                [--layers 4 --embd 256 ...] [--cluster-dir DIR] [--workdir DIR]
+    scripts/bench_prediction.py [--ranks 2,4 | --two-nodes] [--apply-overlap]
+                                [--apply-collective-overhead] [--recalibrate]
+                                [--repeat R] [--layers 4 --embd 256 ...] [--cluster-dir DIR]
+                                [--workdir DIR]
 
 For each rank count N: `hpc-calibrate --ranks N` measures this machine as
 an N-device cluster (host-N.json, unless --cluster-dir has one); every plan
@@ -17,6 +19,11 @@ compiled, run and compared with the fastest grid plan. Prints one table row
 per plan, the mean absolute error of the step-time predictions, and the
 searched plan against the grid's best; the numbers go to
 docs/benchmarks.md with the command and the machine.
+
+--repeat R (default 3): every plan trains R times, and the run with the
+median step time stands for it (its parts; with --recalibrate, the
+calibration's metrics); the runs' range is printed beside it. A small
+model's steps on shared cores differ by up to a third between runs.
 
 --two-nodes: the 2-rank grid on the two-node cluster instead, against the
 cluster file hpc-calibrate measures there (two-nodes.json).
@@ -57,13 +64,17 @@ def cluster_file(a, n):
     if not os.path.exists(path):
         run(launcher(a, n) + [CALIBRATE, "-o", path] if a.two_nodes
             else [CALIBRATE, "--ranks", str(n), "-o", path])
-    if not a.apply_overlap:
+    if not a.apply_overlap and not a.apply_collective_overhead:
         return path
-    # The measured overlap (calibration.overlap.fraction) as the model's.
+    # The measured overlap (calibration.overlap.fraction) and collective
+    # overhead (calibration.collective_overhead_us) as the model's.
     with open(path) as f:
         c = json.load(f)
-    c["efficiency"]["overlap"] = c["calibration"]["overlap"]["fraction"]
-    applied = os.path.join(a.workdir, f"host-{n}-overlap.json")
+    if a.apply_overlap:
+        c["efficiency"]["overlap"] = c["calibration"]["overlap"]["fraction"]
+    if a.apply_collective_overhead:
+        c["efficiency"]["collective_overhead_us"] = c["calibration"]["collective_overhead_us"]
+    applied = os.path.join(a.workdir, f"host-{n}-applied.json")
     with open(applied, "w") as f:
         json.dump(c, f, indent=1)
     return applied
@@ -82,18 +93,36 @@ def launcher(a, ranks):
 
 
 def compile_and_train(a, model, d, name, cluster, flags, ranks):
-    """Compiles the plan of `flags` with its report, trains it; returns the
-    prediction, the measured summary and the plan the report names."""
+    """Compiles the plan of `flags` with its report, trains it --repeat
+    times; returns the prediction, the measured summary of the run whose
+    step time is the median (its metrics file is d/name.jsonl), the plan
+    the report names and the runs' step times."""
     binary, report, metrics = (f"{d}/{name}.bin", f"{d}/{name}.json", f"{d}/{name}.jsonl")
     run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
          "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-3",
          f"--cluster={cluster}", f"--report={report}", *flags, "-o", binary])
     launch = launcher(a, ranks)
-    run(launch + [binary, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
-                  f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics", metrics])
+    runs = []
+    for r in range(a.repeat):
+        out = f"{d}/{name}.run{r}.jsonl"
+        run(launch + [binary, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
+                      f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics", out])
+        runs.append((summary_record(out, PROG)["step_time_s"], out))
+    # Runs of a small model's steps on shared cores differ by up to a third
+    # (process placement, the other ranks' threads): the median run stands
+    # for the plan, and the calibration run's file is that run's.
+    runs.sort()
+    os.replace(runs[len(runs) // 2][1], metrics)
     with open(report) as f:
         plan = json.load(f)["plan"]
-    return plan["prediction"], summary_record(metrics, PROG), plan
+    return plan["prediction"], summary_record(metrics, PROG), plan, [t for t, _ in runs]
+
+
+def spread(times):
+    """The runs' step times, min-max, when there are several."""
+    if len(times) < 2:
+        return ""
+    return f"   (runs {1000 * min(times):.3f}-{1000 * max(times):.3f})"
 
 
 def describe(plan):
@@ -117,10 +146,17 @@ def main():
                          "one rank a node, 1 Gbit/s; needs root)")
     ap.add_argument("--recalibrate", action="store_true",
                     help="fit the cost model to the first plan's run, predict the rest on it")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each plan; the median run's step counts (default 3)")
+    ap.add_argument("--apply-collective-overhead", action="store_true",
+                    help="plan with the measured collective overhead "
+                         "(calibration.collective_overhead_us), which hpc-calibrate records only")
     ap.add_argument("--apply-overlap", action="store_true",
                     help="plan with the measured overlap (calibration.overlap.fraction) "
                          "instead of the default efficiency.overlap")
     a = ap.parse_args()
+    if a.repeat < 1:
+        sys.exit(f"{PROG}: error: --repeat takes a count >= 1, got {a.repeat}")
     if a.two_nodes:
         a.ranks = [2]
     for n in a.ranks:
@@ -152,9 +188,9 @@ def measure(a):
                 continue
             name = f"n{n}-" + (mesh + "".join(extra)).replace("=", "").replace(",", "-") \
                 .replace("--", "-")
-            pred, meas, _ = compile_and_train(a, model, a.workdir, name, cluster,
-                                              [f"--mesh={mesh}", *extra, *fitted],
-                                              mesh_ranks(mesh))
+            pred, meas, _, times = compile_and_train(a, model, a.workdir, name, cluster,
+                                                     [f"--mesh={mesh}", *extra, *fitted],
+                                                     mesh_ranks(mesh))
             p, m = 1000 * pred["step_time_s"], 1000 * meas["step_time_s"]
             err = 100 * (p - m) / m
             label = mesh + "".join(" " + e for e in extra)
@@ -165,16 +201,17 @@ def measure(a):
             else:
                 errors.append(abs(err))
             print(f"{n:>5} {label:<28} {p:>12.3f} {m:>11.3f} {err:>+6.1f}%   "
-                  + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:]))
+                  + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:])
+                  + spread(times))
             if best is None or m < best[1]:
                 best = (label, m)
         print(f"{n:>5} step-time error over {len(errors)} plans: mean {statistics.mean(errors):.1f}%"
               f", worst {max(errors):.1f}%")
-        pred, meas, plan = compile_and_train(a, model, a.workdir, f"n{n}-searched", cluster,
-                                             ["--auto-parallel", *fitted], n)
+        pred, meas, plan, times = compile_and_train(a, model, a.workdir, f"n{n}-searched",
+                                                    cluster, ["--auto-parallel", *fitted], n)
         m = 1000 * meas["step_time_s"]
         print(f"{n:>5} searched {describe(plan)}: predicted {1000 * pred['step_time_s']:.3f} ms, "
-              f"measured {m:.3f} ms; the grid's fastest, {best[0]}: {best[1]:.3f} ms "
+              f"measured {m:.3f} ms{spread(times)}; the grid's fastest, {best[0]}: {best[1]:.3f} ms "
               f"(searched/best {m / best[1]:.2f})")
     return 0
 

@@ -468,7 +468,8 @@ bool parseCalibration(Reader &r, const llvm::json::Value &v, Calibration &cal) {
   const llvm::json::Object *o = r.object(&v, "calibration");
   if (!o || !r.onlyKeys(*o, "calibration",
                         {"date", "ranks", "threads", "quick", "gemm", "conv",
-                         "memory", "kernel_overhead_us", "collectives", "overlap"}))
+                         "memory", "kernel_overhead_us", "collective_overhead_us",
+                         "collectives", "overlap"}))
     return false;
   double overheadUs = 0;
   if (!r.string(*o, "calibration", "date", cal.date, true) ||
@@ -482,6 +483,12 @@ bool parseCalibration(Reader &r, const llvm::json::Value &v, Calibration &cal) {
                 false) ||
       !parseCollectiveRows(r, *o, cal.collectives))
     return false;
+  if (o->get("collective_overhead_us")) {
+    double us = 0;
+    if (!r.number(*o, "calibration", "collective_overhead_us", us, true, 0, false))
+      return false;
+    cal.collectiveOverhead = us * kMicro;
+  }
   if (const llvm::json::Value *ov = o->get("overlap")) {
     const llvm::json::Object *x = r.object(ov, "calibration.overlap");
     OverlapTiming &t = cal.overlap;
@@ -631,10 +638,11 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
       return false;
     if (!r.onlyKeys(*eff, "efficiency",
                     {"matmul", "memory", "network", "network_inter",
-                     "kernel_overhead_us", "overlap"}))
+                     "kernel_overhead_us", "overlap", "collective_overhead_us"}))
       return false;
     Efficiency &e = c.efficiency;
     double overheadUs = e.kernelOverhead / kMicro;
+    double collectiveUs = e.collectiveOverhead / kMicro;
     if (!r.number(*eff, "efficiency", "matmul", e.matmul, false, 0, true) ||
         !r.number(*eff, "efficiency", "memory", e.memory, false, 0, true) ||
         !r.number(*eff, "efficiency", "network", e.network, false, 0, true) ||
@@ -642,7 +650,9 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
                   0, true) ||
         !r.number(*eff, "efficiency", "kernel_overhead_us", overheadUs, false,
                   0, false) ||
-        !r.number(*eff, "efficiency", "overlap", e.overlap, false, 0, false))
+        !r.number(*eff, "efficiency", "overlap", e.overlap, false, 0, false) ||
+        !r.number(*eff, "efficiency", "collective_overhead_us", collectiveUs, false, 0,
+                  false))
       return false;
     for (auto [key, v] : {std::pair<const char *, double>{"matmul", e.matmul},
                           {"memory", e.memory},
@@ -653,6 +663,7 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
         return r.fail(std::string("efficiency.") + key,
                       "expected a fraction <= 1, got " + Reader::format(v));
     e.kernelOverhead = overheadUs * kMicro;
+    e.collectiveOverhead = collectiveUs * kMicro;
   }
   if (const llvm::json::Value *cal = root->get("calibration"))
     if (!parseCalibration(r, *cal, c.calibration))
@@ -737,6 +748,8 @@ llvm::json::Object calibrationToJSON(const Calibration &cal) {
                          {"memory", std::move(memory)},
                          {"kernel_overhead_us", cal.kernelOverhead / kMicro},
                          {"collectives", std::move(collectives)}};
+  if (cal.collectiveOverhead >= 0)
+    out["collective_overhead_us"] = cal.collectiveOverhead / kMicro;
   if (cal.overlap.present)
     out["overlap"] = llvm::json::Object{{"bytes", cal.overlap.bytes},
                                         {"compute_s", cal.overlap.computeS},
@@ -783,6 +796,11 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
                           {"kernel_overhead_us",
                            c.efficiency.kernelOverhead / kMicro},
                           {"overlap", c.efficiency.overlap}}}};
+  // Written where it is not the presets' 0, so that their files stay as
+  // they were.
+  if (c.efficiency.collectiveOverhead > 0)
+    (*root.getObject("efficiency"))["collective_overhead_us"] =
+        c.efficiency.collectiveOverhead / kMicro;
   if (c.calibration.present)
     root["calibration"] = calibrationToJSON(c.calibration);
   std::string s;
@@ -800,6 +818,7 @@ void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double net
     link->bandwidth /= networkScale;
     link->latency *= networkScale;
   }
+  c.efficiency.collectiveOverhead *= networkScale;
   for (CollectiveTiming &t : c.calibration.collectives)
     t.timeScale *= networkScale;
 }

@@ -355,6 +355,9 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   double passes = cfg.recompute ? 4 : 3; // forward, backward (2x), recompute
   CommGroup tpGroup = tensorGroup(c, cfg);
   CommGroup epGroup = expertGroup(c, cfg);
+  // A collective (or send) the step makes also pays the hand-off to the
+  // communication thread and back (hpc-calibrate's measured overhead).
+  auto issued = [&](double seconds) { return seconds > 0 ? seconds + eff.collectiveOverhead : 0; };
 
   StageCost s;
   double forward = 0;          // forward kernels of the whole stage
@@ -369,6 +372,7 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // step's and DeepSpeed's message size).
   double zero3Pass = 0;
   double tiedParams = 0;
+  double paramTensors = 0;
   for (const LayerRun &r : runs) {
     const Layer &l = ctx.model->layers[r.layer];
     double n = double(r.count);
@@ -399,14 +403,19 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
       // along the sequence: the backward pass gathers it again for the
       // weight gradient (Megatron-LM's too, and the compiled step's).
       double regather = cfg.sp ? allGatherTime(c, fb, tpGroup) : 0;
-      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb) + regather);
+      // The overhead is per collective: the bytes above add up several.
+      double each = cfg.sp ? 2 : 1;
+      double calls = l.tpForwardCollectives * each * (cfg.recompute ? 2 : 1) +
+                     l.tpBackwardCollectives * each + (cfg.sp ? l.tpForwardCollectives : 0);
+      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb) + regather +
+                       calls * eff.collectiveOverhead);
       largestTPBuffer = std::max(largestTPBuffer, std::max(fb, bb));
     }
     if (l.numExperts > 0 && cfg.ep > 1) {
       double bytes = l.moeAllToAll * samples * eb;
       // Dispatch and combine, in forward, backward and recomputation.
       s.moeComm += n * 2 * (cfg.recompute ? 3 : 2) *
-                   allToAllTime(c, bytes, epGroup);
+                   issued(allToAllTime(c, bytes, epGroup));
     }
 
     double saved = (l.savedReplicated / spDiv + l.savedSharded / tp) *
@@ -424,9 +433,12 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     expertParams += n * expert;
     largestLayerParams = std::max(largestLayerParams, dense + expert);
     tiedParams += n * l.paramsTied;
+    paramTensors += n * l.paramTensors;
+    // The compiled step gathers each parameter tensor on its own.
     if (cfg.dp > 1 && cfg.zero >= 3)
       zero3Pass += n * (flatRingPassTime(c, dense * eb, dpGroup) +
-                        flatRingPassTime(c, expert * eb, edpGroup));
+                        flatRingPassTime(c, expert * eb, edpGroup) +
+                        l.paramTensors * eff.collectiveOverhead);
   }
   s.compute = forward * passes;
 
@@ -437,9 +449,9 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   double outBytes = lastLayer.outputElems * samples * eb / tp;
   double inBytes = firstLayer.inputElems * samples * eb / tp;
   if (!place.last)
-    s.p2p += sendTime(c, outBytes, place.forwardCrossesNode);
+    s.p2p += issued(sendTime(c, outBytes, place.forwardCrossesNode));
   if (!place.first)
-    s.p2p += sendTime(c, inBytes, place.backwardCrossesNode);
+    s.p2p += issued(sendTime(c, inBytes, place.backwardCrossesNode));
 
   // Data parallelism and ZeRO.
   double gd = denseParams * eb, ge = expertParams * eb;
@@ -447,20 +459,24 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // after the update; only the later updates run beside it (the backward
   // pass is over), as in the compiled step and DeepSpeed's.
   double perMicro = 0, sync = 0, gather = 0;
+  // The compiled step gathers each updated parameter tensor on its own.
+  double zeroGather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup) +
+                      (cfg.dp > 1 ? paramTensors * eff.collectiveOverhead : 0);
   if (cfg.dp > 1) {
     switch (cfg.zero) {
     case 0:
-      sync = allReduceTime(c, gd, dpGroup) + allReduceTime(c, ge, edpGroup);
+      sync = issued(allReduceTime(c, gd, dpGroup)) + issued(allReduceTime(c, ge, edpGroup));
       break;
     case 1:
-      sync = reduceScatterTime(c, gd, dpGroup) + reduceScatterTime(c, ge, edpGroup);
-      gather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
+      sync = issued(reduceScatterTime(c, gd, dpGroup)) +
+             issued(reduceScatterTime(c, ge, edpGroup));
+      gather = zeroGather;
       break;
     case 2:
       // Partitioned gradients are reduce-scattered every micro-batch.
-      perMicro = flatRingPassTime(c, gd, dpGroup) +
-                 flatRingPassTime(c, ge, edpGroup);
-      gather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup);
+      perMicro = issued(flatRingPassTime(c, gd, dpGroup)) +
+                 issued(flatRingPassTime(c, ge, edpGroup));
+      gather = zeroGather;
       break;
     default:
       // ZeRO-3 also gathers the parameters in forward, backward and
@@ -488,7 +504,7 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // gradient to the first stage beside that stage's last backward pass,
   // and the whole gradient comes back after it, which this stage waits for.
   if (place.last && !place.first)
-    s.gradSync += sendTime(c, tiedParams * eb, place.backwardCrossesNode);
+    s.gradSync += issued(sendTime(c, tiedParams * eb, place.backwardCrossesNode));
 
   s.perMicroBatch = s.compute + s.tpComm + s.moeComm + s.zeroComm + s.p2p;
   s.perStep = s.gradSync + s.optimizer;
@@ -549,7 +565,7 @@ BucketChoice hpc::cost::chooseBucketBytes(const ClusterSpec &c, CommGroup g, boo
     double stall = 0, linkFree = 0;
     for (auto [t, e] : events) {
       if (e >= 0) {
-        double seconds = collective(buckets[e].bytes);
+        double seconds = collective(buckets[e].bytes) + c.efficiency.collectiveOverhead;
         linkFree = std::max(linkFree, t + stall) + seconds;
         done[e] = linkFree;
         out.linkSeconds += seconds;
@@ -562,9 +578,9 @@ BucketChoice hpc::cost::chooseBucketBytes(const ClusterSpec &c, CommGroup g, boo
   };
   std::vector<BucketChoice> tried;
   constexpr double MiB = 1024.0 * 1024;
-  for (double cap = MiB / 4; cap < 25 * MiB; cap *= std::sqrt(2.0))
+  for (double cap = MiB / 4; cap < kMaxBucketBytes; cap *= std::sqrt(2.0))
     tried.push_back(simulate(cap));
-  tried.push_back(simulate(25 * MiB));
+  tried.push_back(simulate(kMaxBucketBytes));
   double least = tried.front().exposedSeconds;
   for (const BucketChoice &b : tried)
     least = std::min(least, b.exposedSeconds);

@@ -145,6 +145,7 @@ public:
       L->outputElems = perSample(output);
       if (isSharded(output) && !results.contains(output))
         L->tpForwardAllReduce += perSample(output); // gather at the boundary
+        L->tpForwardCollectives += 1;
     }
     L->tpDivisor = tpDivisor;
   }
@@ -204,6 +205,7 @@ private:
           continue;
         }
         ownWeights.insert(d);
+        L->paramTensors += 1;
         double e = double(t.getNumElements());
         bool expert = expertUse ||
                       (L->numExperts > 0 && t.getRank() >= 2 &&
@@ -243,6 +245,7 @@ private:
         Value r = ga.getResult();
         sharded[r] = false;
         L->tpForwardAllReduce += perSample(r);
+        L->tpForwardCollectives += 1;
         noteWeights(ga.getInput(), true, false);
         L->otherElemsReplicated += 2 * perSample(r);
         L->kernels += 1;
@@ -438,6 +441,7 @@ private:
           L->tpForwardAllReduce += perSample(A);
         if (sb)
           L->tpForwardAllReduce += perSample(B);
+        L->tpForwardCollectives += double(sa) + double(sb);
       }
       save(A);
       save(B);
@@ -503,8 +507,10 @@ private:
       sharded[r] = true;
       if (!feedsResult(r))
         constrain(outDim); // a vocabulary projection is padded instead
-      if (bwdReduced.insert(x).second)
+      if (bwdReduced.insert(x).second) {
         L->tpBackwardAllReduce += perSample(x);
+        L->tpBackwardCollectives += 1;
+      }
       if (g.expert && dispatched.insert(x).second)
         L->moeAllToAll += perSample(x);
     } else {
@@ -513,6 +519,7 @@ private:
       sharded[r] = false;
       constrain(k);
       L->tpForwardAllReduce += perSample(r);
+      L->tpForwardCollectives += 1;
     }
     noteWeights(w, true, g.expert);
     save(x);
@@ -569,7 +576,8 @@ std::string figureKey(const Layer &l) {
                    l.paramsExpertReplicated, l.paramsExpertSharded, l.paramsTied,
                    l.savedReplicated, l.savedSharded, l.savedFp32,
                    l.inputElems, l.outputElems, l.tpForwardAllReduce,
-                   l.tpBackwardAllReduce, l.moeAllToAll, double(l.numExperts),
+                   l.tpBackwardAllReduce, l.tpForwardCollectives, l.tpBackwardCollectives,
+                   l.paramTensors, l.moeAllToAll, double(l.numExperts),
                    double(l.tpDivisor)})
     add(d);
   return key;

@@ -57,6 +57,8 @@ Layer gptBlock(double s, double h, double a) {
   l.inputElems = l.outputElems = s * h;
   l.tpForwardAllReduce = 2 * s * h;
   l.tpBackwardAllReduce = 2 * s * h;
+  l.tpForwardCollectives = l.tpBackwardCollectives = 2;
+  l.paramTensors = 12;
   l.tpDivisor = int64_t(a);
   return l;
 }
@@ -86,6 +88,22 @@ ClusterSpec preset(const std::string &name) {
   EXPECT_TRUE(clusterFromPreset(name, c, error)) << error;
   return c;
 }
+
+/// One GPT block of (s, h, a) on a preset cluster, as a stage's context for
+/// a global batch of `batch` samples.
+struct BlockStage {
+  Model model;
+  ClusterSpec c;
+  CostContext ctx;
+  BlockStage(double s, double h, double a, const std::string &cluster, int64_t batch) {
+    model.layers.push_back(gptBlock(s, h, a));
+    c = preset(cluster);
+    ctx.model = &model;
+    ctx.cluster = &c;
+    ctx.options.globalBatch = batch;
+  }
+  BlockStage(const BlockStage &) = delete;
+};
 
 } // namespace
 
@@ -204,6 +222,7 @@ ClusterSpec calibratedCluster() {
   c.efficiency.matmul = c.efficiency.memory = 1;
   c.efficiency.network = c.efficiency.networkInter = 1;
   c.efficiency.kernelOverhead = 1.5e-6;
+  c.efficiency.collectiveOverhead = 12e-6;
   Calibration &cal = c.calibration;
   cal.present = true;
   cal.date = "2025-01-02T03:04:05Z";
@@ -227,6 +246,7 @@ ClusterSpec calibratedCluster() {
   p2p.kind = "send_recv";
   cal.collectives = {ar, p2p};
   cal.overlap = {true, 4 << 20, 2e-3, 2.5e-3, 4e-3, 0.25};
+  cal.collectiveOverhead = 12e-6;
   return c;
 }
 
@@ -269,13 +289,25 @@ TEST(ClusterTest, CalibrationRoundTrip) {
   EXPECT_DOUBLE_EQ(cal.overlap.fraction, 0.25);
   // Recorded, not applied: the efficiency keeps its own overlap.
   EXPECT_DOUBLE_EQ(b.efficiency.overlap, a.efficiency.overlap);
+  EXPECT_DOUBLE_EQ(cal.collectiveOverhead, 12e-6);
+  EXPECT_DOUBLE_EQ(b.efficiency.collectiveOverhead, 12e-6);
   // Printing what was read gives the same text.
   EXPECT_EQ(clusterToJSON(b), text);
-  // A file without the section has none, and prints none.
+  // A file without the section has none, and prints none; nor does a
+  // preset print a collective overhead (0).
   ClusterSpec p = preset("dgx-h100:2"), q;
   ASSERT_TRUE(clusterFromJSON(clusterToJSON(p), "p.json", q, error)) << error;
   EXPECT_FALSE(q.calibration.present);
   EXPECT_EQ(clusterToJSON(q).find("calibration"), std::string::npos);
+  EXPECT_EQ(clusterToJSON(q).find("collective_overhead_us"), std::string::npos);
+  EXPECT_DOUBLE_EQ(q.efficiency.collectiveOverhead, 0);
+  // A calibration from before the measurement reads as not measured.
+  std::string old = text;
+  size_t at = old.find("\"collective_overhead_us\": 12,");
+  ASSERT_NE(at, std::string::npos) << old;
+  old.erase(at, std::string("\"collective_overhead_us\": 12,").size());
+  ASSERT_TRUE(clusterFromJSON(old, "old.json", q, error)) << error;
+  EXPECT_LT(q.calibration.collectiveOverhead, 0);
 }
 
 TEST(ClusterTest, CalibrationErrorsNameTheField) {
@@ -304,6 +336,8 @@ TEST(ClusterTest, CalibrationErrorsNameTheField) {
        "c.json: calibration.memory[0].gbps: unknown field"},
       {"\"date\": \"2025-01-02T03:04:05Z\",", "",
        "c.json: calibration.date: missing"},
+      {"\"collective_overhead_us\": 12,", "\"collective_overhead_us\": -1,",
+       "c.json: calibration.collective_overhead_us: expected a number >= 0, got -1"},
   };
   expectErrors(good, cases);
   // A shape of the wrong length, and times that do not match the sizes.
@@ -437,6 +471,32 @@ TEST(CostModelTest, BucketSize) {
   EXPECT_NEAR(b.exposedSeconds, allReduceTime(c, 4, pair), 1e-12);
 }
 
+TEST(CostModelTest, CollectiveOverheadPerCollective) {
+  // A block on 2 devices of one node, its gradient synchronization all
+  // exposed: each collective pays the overhead once, the bucket's
+  // all-reduce (ZeRO-1: reduce-scatter) once, and ZeRO-1's gather of the
+  // updated rows once per parameter tensor of the block (12).
+  BlockStage b(2048, 256, 4, "dgx-a100-80g:1", 8);
+  ClusterSpec &c = b.c;
+  b.ctx.options.overlapGradSync = false;
+  std::vector<LayerRun> runs{{0, 1}};
+  StagePlace place;
+  StageConfig cfg;
+  cfg.dp = 2;
+  CommGroup dp = dataGroup(c, cfg);
+  double grads = b.model.layers[0].params() * 2; // bf16
+  auto sync = [&] { return evaluateStage(b.ctx, runs, cfg, 8, place).gradSync; };
+  EXPECT_DOUBLE_EQ(sync(), allReduceTime(c, grads, dp));
+  c.efficiency.collectiveOverhead = 40e-6;
+  EXPECT_NEAR(sync(), allReduceTime(c, grads, dp) + 40e-6, 1e-12);
+  cfg.zero = 1;
+  EXPECT_NEAR(sync(), reduceScatterTime(c, grads, dp) + allGatherTime(c, grads, dp) + 13 * 40e-6,
+              1e-12);
+  // Scaled with the links by a recalibration.
+  scaleClusterSpec(c, 1, 3);
+  EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 120e-6);
+}
+
 TEST(CostModelTest, ZeroMemoryAndActivations) {
   // One GPT-3-sized block on 8 devices, against the ZeRO paper's 2 + 2 + 12
   // bytes per parameter and Korthikanti et al.'s activation formulas
@@ -516,13 +576,9 @@ TEST(CostModelTest, MegatronFlopCount) {
 
 TEST(CostModelTest, TensorParallelCommunicationAndCompute) {
   double s = 2048, h = 4096, a = 32;
-  Model model;
-  model.layers.push_back(gptBlock(s, h, a));
-  ClusterSpec c = preset("dgx-a100-80g:2");
-  CostContext ctx;
-  ctx.model = &model;
-  ctx.cluster = &c;
-  ctx.options.globalBatch = 8;
+  BlockStage b(s, h, a, "dgx-a100-80g:2", 8);
+  ClusterSpec &c = b.c;
+  const CostContext &ctx = b.ctx;
   std::vector<LayerRun> runs{{0, 4}};
   StagePlace place;
   StageConfig cfg;
@@ -535,6 +591,14 @@ TEST(CostModelTest, TensorParallelCommunicationAndCompute) {
   cfg.recompute = true; // the forward all-reduces run again
   StageCost rc = evaluateStage(ctx, runs, cfg, 1, place);
   EXPECT_DOUBLE_EQ(rc.tpComm, 1.5 * inNode.tpComm);
+  // Each of the 16 collectives also pays the collective overhead (24
+  // with the forward ones again under recomputation).
+  c.efficiency.collectiveOverhead = 50e-6;
+  EXPECT_NEAR(evaluateStage(ctx, runs, cfg, 1, place).tpComm, rc.tpComm + 24 * 50e-6, 1e-12);
+  cfg.recompute = false;
+  EXPECT_NEAR(evaluateStage(ctx, runs, cfg, 1, place).tpComm, inNode.tpComm + 16 * 50e-6,
+              1e-12);
+  c.efficiency.collectiveOverhead = 0;
   // TP across nodes is slower than inside one, even hierarchically.
   cfg = StageConfig();
   cfg.tp = 16;

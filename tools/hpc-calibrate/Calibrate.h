@@ -100,6 +100,16 @@ void measureCollectives(const World &world, const RunOptions &options,
 void measureOverlap(const World &world, const RunOptions &options,
                     const std::function<void()> &compute, cost::OverlapTiming &out);
 
+/// Seconds a small all-reduce over the whole world costs when a step runs
+/// it: started on the runtime's communication thread and waited for
+/// between kernels (`kernel`, a small GEMM), less the kernel alone and the
+/// same all-reduce called directly. What is left is the hand-off to the
+/// thread and back, and on ranks that share cores the wait for a core
+/// (the cost model's efficiency.collective_overhead_us). Collective; the
+/// slowest rank's, on every rank; -1 with one rank.
+double measureCollectiveOverhead(const World &world, const RunOptions &options,
+                                 const std::function<void()> &kernel);
+
 } // namespace calibrate
 } // namespace hpc
 

@@ -335,3 +335,46 @@ void hpc::calibrate::measureOverlap(const World &w, const RunOptions &o,
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 }
+
+double hpc::calibrate::measureCollectiveOverhead(const World &w, const RunOptions &o,
+                                                 const std::function<void()> &kernel) {
+  if (!w.mpi || w.size < 2)
+    return -1;
+  try {
+    hpcrt::comm::MpiComm mesh({{"ranks", w.size, w.nodes > 1 ? "inter_node" : "intra_node"}},
+                              MPI_COMM_WORLD);
+    Communicator &c = mesh.communicator({0});
+    // The smallest size the collectives' table has: the transfer is the
+    // least part of the time, as it is for the step's many small ones.
+    const size_t bytes = 4096;
+    Buffers b;
+    b.send.assign(bytes / 4, 1.0f);
+    b.recv.assign(bytes / 4, 0.0f);
+    hpcrt::comm::CommQueue queue(w.threadLevel >= MPI_THREAD_SERIALIZED);
+    const int iters = o.quick ? 10 : 50;
+    // Interleaved rounds and each timing's median, as measureOverlap.
+    std::vector<double> ks, ds, qs;
+    for (int k = 0; k < (o.quick ? 1 : 7); ++k) {
+      ks.push_back(slowestPerCall(MPI_COMM_WORLD, iters, kernel));
+      ds.push_back(slowestPerCall(MPI_COMM_WORLD, iters,
+                                  [&] { runOnce("all_reduce", c, bytes, b); }));
+      qs.push_back(slowestPerCall(MPI_COMM_WORLD, iters, [&] {
+        queue.submit(&b, 0, "all_reduce", [&] { runOnce("all_reduce", c, bytes, b); });
+        queue.wait(&b);
+        kernel();
+      }));
+    }
+    std::string error = queue.finishRun();
+    if (!error.empty())
+      throw std::runtime_error(error);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    return std::max(0.0, median(qs) - median(ks) - median(ds));
+  } catch (const std::exception &e) {
+    fprintf(stderr, "hpc-calibrate: error: rank %d: %s\n", w.rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return -1;
+}

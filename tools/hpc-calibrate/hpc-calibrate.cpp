@@ -242,6 +242,10 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   c.efficiency.matmul = c.efficiency.memory = 1;
   c.efficiency.network = c.efficiency.networkInter = 1;
   c.efficiency.kernelOverhead = cal.kernelOverhead;
+  // The collective overhead is recorded, not applied, like the overlap:
+  // the one-run fit of hpc-opt --recalibrate predicted this machine's
+  // steps no better with it (docs/benchmarks.md, "Fewer, larger
+  // collectives"). efficiency.collective_overhead_us applies it.
   cal.present = true;
   cal.date = utcNow();
   cal.ranks = w.size;
@@ -274,6 +278,10 @@ void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shar
            cal.overlap.fraction, cal.overlap.computeS * 1e3,
            static_cast<long long>(cal.overlap.bytes), cal.overlap.commS * 1e3,
            cal.overlap.bothS * 1e3);
+  if (cal.collectiveOverhead >= 0)
+    printf("  collective overhead: %.1f us (a small all-reduce through the communication "
+           "thread between kernels, beyond the direct call)\n",
+           cal.collectiveOverhead * 1e6);
   printf("wrote %s\n", path.c_str());
 }
 
@@ -323,6 +331,14 @@ int measureAndWrite(const World &w, const Options &o) {
       return reportError(w.rank == failed,
                          (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
     measureOverlap(w, run, gemm, cal.overlap);
+    // Kernels of tens of microseconds between the collectives, as a small
+    // model's step has.
+    ok = gemmWorkload(128, gemm, error);
+    failed = firstFailure(w, !ok);
+    if (failed >= 0)
+      return reportError(w.rank == failed,
+                         (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
+    cal.collectiveOverhead = measureCollectiveOverhead(w, run, gemm);
   }
   if (w.rank == 0) {
     cost::ClusterSpec c = buildCluster(w, o, std::move(cal));

@@ -62,6 +62,11 @@ struct Efficiency {
   double networkInter = 0.9;    ///< the same for inter-node links
   double kernelOverhead = 0;    ///< seconds per kernel launch
   double overlap = 1.0;         ///< fraction of gradient sync that may hide under backward
+  /// Seconds each collective (or send) of a step costs beyond its transfer:
+  /// handing it to the runtime's communication thread and waking the
+  /// waiting kernel thread when it is done (hpc-calibrate measures it; 0 in
+  /// the presets, whose factors were fitted without it).
+  double collectiveOverhead = 0;
 };
 
 /// One timed product or convolution of a calibration run.
@@ -125,6 +130,10 @@ struct Calibration {
   std::vector<KernelTiming> gemm, conv;
   std::vector<MemoryTiming> memory;
   double kernelOverhead = 0;  ///< seconds of a tiny kernel call
+  /// Seconds a small all-reduce costs through the communication thread
+  /// between kernels, beyond the same all-reduce called directly; < 0:
+  /// not measured (one rank, or a file from before the measurement).
+  double collectiveOverhead = -1;
   std::vector<CollectiveTiming> collectives;
   OverlapTiming overlap;      ///< with two or more ranks
 };
@@ -179,7 +188,8 @@ std::string clusterToJSON(const ClusterSpec &c);
 /// compute time the model predicts on `c` becomes `computeScale` times as
 /// long (the peaks and memory bandwidth divided, the kernel overhead
 /// multiplied) and every communication time `networkScale` times (both
-/// levels' bandwidths divided, latencies multiplied). Both scales > 0.
+/// levels' bandwidths divided, latencies and the collective overhead
+/// multiplied). Both scales > 0.
 void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale);
 
 } // namespace cost

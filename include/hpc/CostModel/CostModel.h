@@ -76,6 +76,9 @@ struct Layer {
   double outputElems = 0;            ///< the activation leaving it
   double tpForwardAllReduce = 0;     ///< elements all-reduced over TP, forward
   double tpBackwardAllReduce = 0;    ///< and backward
+  double tpForwardCollectives = 0;   ///< how many collectives those are
+  double tpBackwardCollectives = 0;  ///<   (each pays the collective overhead)
+  double paramTensors = 0;           ///< parameter tensors the layer holds
   double moeAllToAll = 0;            ///< elements of one dispatch all-to-all
   int64_t numExperts = 0;            ///< > 0 for a mixture-of-experts layer
   int64_t tpDivisor = 0;             ///< tp must divide it (0: any tp)
@@ -198,6 +201,9 @@ struct GradientReady {
   double neededSeconds = 0;
   double bytes = 0;
 };
+
+/// The largest gradient bucket dist-bucket makes (PyTorch DDP's default).
+constexpr double kMaxBucketBytes = 25 * 1024.0 * 1024.0;
 
 /// A gradient bucket size and what the model predicts for it.
 struct BucketChoice {

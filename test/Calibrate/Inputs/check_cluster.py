@@ -104,8 +104,13 @@ def check(c, a):
         expect(0 <= o["fraction"] <= 1, "overlap.fraction %s" % o["fraction"])
         expect(close(o["fraction"], max(0.0, min(1.0, (o["compute_s"] + o["comm_s"] - o["both_s"])
                                                    / o["compute_s"]))), "overlap.fraction formula")
+        # The collective overhead is measured and recorded (not applied).
+        expect(cal["collective_overhead_us"] >= 0, "collective_overhead_us")
+        expect("collective_overhead_us" not in e, "efficiency.collective_overhead_us applied")
     else:
         expect("overlap" not in cal, "one rank: overlap not measured")
+        expect("collective_overhead_us" not in cal and "collective_overhead_us" not in e,
+               "one rank: collective overhead not measured")
 
 
 def main():
