@@ -8,11 +8,16 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `v` is an inner node of an add-tree of `type`: an add of that
-/// type whose only user is another in the same block.
+/// Whether `add` adds two values of its own type (no broadcast).
+bool sameTypeAdd(hpc::AddOp add) {
+  return add.getLhs().getType() == add.getType() && add.getRhs().getType() == add.getType();
+}
+
+/// Whether `v` is an inner node of an add-tree of `type`: a same-type add
+/// of that type whose only user is another in the same block.
 bool innerAdd(Value v, Type type) {
   auto add = v.getDefiningOp<hpc::AddOp>();
-  if (!add || add.getType() != type || !v.hasOneUse())
+  if (!add || add.getType() != type || !sameTypeAdd(add) || !v.hasOneUse())
     return false;
   auto user = dyn_cast<hpc::AddOp>(*v.user_begin());
   return user && user.getType() == type && user->getBlock() == add->getBlock();
@@ -23,9 +28,8 @@ bool innerAdd(Value v, Type type) {
 void hpc::forEachAddTree(Block &block, size_t minLeaves, function_ref<void(AddTree &)> fn) {
   SmallVector<AddOp> roots;
   for (Operation &op : block)
-    if (auto add = dyn_cast<AddOp>(op); add && add.getLhs().getType() == add.getType() &&
-                                        add.getRhs().getType() == add.getType() &&
-                                        !innerAdd(add.getResult(), add.getType()))
+    if (auto add = dyn_cast<AddOp>(op);
+        add && sameTypeAdd(add) && !innerAdd(add.getResult(), add.getType()))
       roots.push_back(add);
   for (AddOp root : roots) {
     Type type = root.getType();

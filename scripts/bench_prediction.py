@@ -113,6 +113,8 @@ def compile_and_train(a, model, d, name, cluster, flags, ranks):
     # for the plan, and the calibration run's file is that run's.
     runs.sort()
     os.replace(runs[len(runs) // 2][1], metrics)
+    for _, out in runs[:len(runs) // 2] + runs[len(runs) // 2 + 1:]:
+        os.remove(out)
     with open(report) as f:
         plan = json.load(f)["plan"]
     return plan["prediction"], summary_record(metrics, PROG), plan, [t for t, _ in runs]

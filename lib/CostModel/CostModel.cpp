@@ -459,7 +459,9 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // after the update; only the later updates run beside it (the backward
   // pass is over), as in the compiled step and DeepSpeed's.
   double perMicro = 0, sync = 0, gather = 0;
-  // The compiled step gathers each updated parameter tensor on its own.
+  // The compiled step gathers each updated parameter tensor on its own
+  // (an upper bound for the overhead: dist-bucket lets pieces under 64 KiB
+  // share a gather).
   double zeroGather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup) +
                       (cfg.dp > 1 ? paramTensors * eff.collectiveOverhead : 0);
   if (cfg.dp > 1) {

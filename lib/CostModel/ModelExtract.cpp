@@ -143,9 +143,10 @@ public:
     L->inputElems = input ? perSample(input) : 0;
     if (output) {
       L->outputElems = perSample(output);
-      if (isSharded(output) && !results.contains(output))
+      if (isSharded(output) && !results.contains(output)) {
         L->tpForwardAllReduce += perSample(output); // gather at the boundary
         L->tpForwardCollectives += 1;
+      }
     }
     L->tpDivisor = tpDivisor;
   }

@@ -149,6 +149,12 @@ template <typename F> double slowestPerCall(MPI_Comm comm, int iters, F &&f) {
   return slowest;
 }
 
+/// The median of `v` (the upper one of an even count).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 /// Buffers of the largest size, for every kind and size of one level.
 struct Buffers {
   std::vector<float> send, recv;
@@ -314,10 +320,6 @@ void hpc::calibrate::measureOverlap(const World &w, const RunOptions &o,
         queue.wait(&b);
       }));
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     tc = median(cs);
     tm = median(ms);
     double tb = median(bs);
@@ -367,10 +369,6 @@ double hpc::calibrate::measureCollectiveOverhead(const World &w, const RunOption
     std::string error = queue.finishRun();
     if (!error.empty())
       throw std::runtime_error(error);
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     return std::max(0.0, median(qs) - median(ks) - median(ds));
   } catch (const std::exception &e) {
     fprintf(stderr, "hpc-calibrate: error: rank %d: %s\n", w.rank, e.what());

@@ -317,27 +317,30 @@ int measureAndWrite(const World &w, const Options &o) {
   }
   ok = measureKernels(run, cal, error);
   int failed = firstFailure(w, !ok);
-  if (failed >= 0)
+  // The failing rank prints its line, the others exit quietly.
+  auto reportFailed = [&] {
     return reportError(w.rank == failed,
                        (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
+  };
+  if (failed >= 0)
+    return reportFailed();
   measureCollectives(w, run, cal.collectives);
   if (w.mpi && w.size > 1) {
     // GEMMs of about a millisecond each (256^3 x 2 FLOPs at the rates
     // measured above).
     std::function<void()> gemm;
-    ok = gemmWorkload(o.quick ? 128 : 256, gemm, error);
-    failed = firstFailure(w, !ok);
-    if (failed >= 0)
-      return reportError(w.rank == failed,
-                         (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
+    auto workload = [&](int64_t size) {
+      ok = gemmWorkload(size, gemm, error);
+      failed = firstFailure(w, !ok);
+      return failed < 0;
+    };
+    if (!workload(o.quick ? 128 : 256))
+      return reportFailed();
     measureOverlap(w, run, gemm, cal.overlap);
     // Kernels of tens of microseconds between the collectives, as a small
     // model's step has.
-    ok = gemmWorkload(128, gemm, error);
-    failed = firstFailure(w, !ok);
-    if (failed >= 0)
-      return reportError(w.rank == failed,
-                         (failed ? "rank " + std::to_string(failed) + ": " : "") + error);
+    if (!workload(128))
+      return reportFailed();
     cal.collectiveOverhead = measureCollectiveOverhead(w, run, gemm);
   }
   if (w.rank == 0) {
