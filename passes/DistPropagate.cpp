@@ -485,6 +485,31 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     return axes;
   }
 
+  /// The autodiff's weight gradient of a linear layer, reduce_sum over the
+  /// batch dimensions of matmul(transpose(A), dY) (hpc-fuse-epilogues makes
+  /// it one gemm with trans_a), in a train step, with neither operand split
+  /// nor partial over tp.
+  bool isWholeWeightGradient(Operation *op) {
+    auto mm = dyn_cast<hpc::MatMulOp>(op);
+    if (!mm || !op->getParentOfType<ModuleOp>()->hasAttr("hpc.train") ||
+        !mm.getResult().hasOneUse() || !mm.getLhs().getDefiningOp<hpc::TransposeOp>())
+      return false;
+    auto sum = dyn_cast<hpc::ReduceSumOp>(*mm.getResult().getUsers().begin());
+    int64_t rank = mm.getType().getRank();
+    if (!sum || rank < 3 ||
+        sum.getAxes() != ArrayRef<int64_t>(llvm::to_vector(llvm::seq<int64_t>(0, rank - 2))))
+      return false;
+    for (Value operand : op->getOperands()) {
+      if (weightDerived.count(operand))
+        return false;
+      const Sharding *s = incoming(operand);
+      if (!s || llvm::is_contained(s->partial, "tp") ||
+          llvm::any_of(s->dims, [](const auto &axes) { return llvm::is_contained(axes, "tp"); }))
+        return false;
+    }
+    return true;
+  }
+
   LogicalResult visit(Operation *op, bool megatron) {
     MLIRContext *ctx = &getContext();
     if (shardingOfVariable(op))
@@ -697,6 +722,15 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       else
         feature = rule.resultDims[0].size() > 1 ? rule.resultDims[0][1] : -1;
       assign(feature, {"tp"});
+    }
+    // A weight gradient that every tp rank would compute whole from whole
+    // operands (a tied LM head's: its logits are gathered for the loss, so
+    // their gradient arrives whole on every rank): each rank computes its
+    // columns, and a reader that needs the gradient whole gathers them.
+    // The gather moves the [K, N] result once; the whole product costs
+    // every rank 2 x rows x K x N FLOPs (rows: the tokens).
+    if (megatron && !used.contains("tp") && isWholeWeightGradient(op)) {
+      assign(rule.resultDims[0].back(), {"tp"}, /*evenIfWhole=*/true);
     }
     // Shardings the op needs of its operands and gives its results.
     SmallVector<Attribute> operandAttrs, resultAttrs;

@@ -277,10 +277,90 @@ bool fuseTransposedWeight(hpc::MatMulOp mm) {
   return true;
 }
 
+/// A transpose under a tensor-parallel gather: `v` = all_gather(transpose(x))
+/// (or its started form and wait), each value read only by the next op.
+/// Sequence parallelism gathers a column-parallel product's input again
+/// for its weight gradient, and the partitioner gathers the transposed
+/// copy that the backward product reads.
+struct GatheredTranspose {
+  hpc::TransposeOp tr;
+  Operation *gather = nullptr; ///< dist.all_gather, or dist.all_gather_start
+  hpc::dist::WaitOp wait;      ///< with a started gather
+};
+
+std::optional<GatheredTranspose> matchGatheredTranspose(Value v) {
+  GatheredTranspose m;
+  Value in;
+  if (auto wait = v.getDefiningOp<hpc::dist::WaitOp>()) {
+    auto start = wait.getToken().getDefiningOp<hpc::dist::AllGatherStartOp>();
+    if (!start || !wait.getToken().hasOneUse() || start.getCompressionAttr())
+      return std::nullopt;
+    m.wait = wait;
+    m.gather = start;
+    in = start.getInput();
+  } else if (auto gather = v.getDefiningOp<hpc::dist::AllGatherOp>()) {
+    if (gather.getCompressionAttr())
+      return std::nullopt;
+    m.gather = gather;
+    in = gather.getInput();
+  } else {
+    return std::nullopt;
+  }
+  m.tr = in.getDefiningOp<hpc::TransposeOp>();
+  if (!m.tr || !in.hasOneUse() || !v.hasOneUse())
+    return std::nullopt;
+  return m;
+}
+
+/// all_gather(transpose(x, perm), dim d) -> transpose(all_gather(x, dim
+/// perm[d]), perm): the same values, with the transpose where a product can
+/// read it (rewrite 0b). Returns the new transpose.
+hpc::TransposeOp gatherBeforeTranspose(GatheredTranspose m) {
+  Operation *gather = m.gather;
+  Value result = m.wait ? Value(m.wait.getResult()) : gather->getResult(0);
+  ArrayRef<int64_t> perm = m.tr.getPerm();
+  auto start = dyn_cast<hpc::dist::AllGatherStartOp>(gather);
+  auto sync = dyn_cast<hpc::dist::AllGatherOp>(gather);
+  int64_t dim = start ? start.getDim() : sync.getDim();
+  ArrayAttr axes = start ? start.getAxes() : sync.getAxes();
+  // The gathered x: its dimension perm[dim] grows as the result's dim did.
+  SmallVector<int64_t> shape = llvm::to_vector(rankedOf(m.tr.getInput()).getShape());
+  shape[perm[dim]] = rankedOf(result).getDimSize(dim);
+  auto gatheredType = rankedOf(m.tr.getInput()).clone(shape);
+  OpBuilder b(gather);
+  IntegerAttr newDim = b.getI64IntegerAttr(perm[dim]);
+  Value gathered;
+  if (start) {
+    auto token = hpc::dist::TokenType::get(b.getContext(), gatheredType);
+    auto newStart = hpc::dist::AllGatherStartOp::create(b, start.getLoc(), token,
+                                                        m.tr.getInput(), axes, newDim,
+                                                        /*compression=*/nullptr);
+    b.setInsertionPoint(m.wait);
+    gathered = hpc::dist::WaitOp::create(b, m.wait.getLoc(), gatheredType,
+                                         newStart.getToken())
+                   .getResult();
+  } else {
+    gathered = hpc::dist::AllGatherOp::create(b, sync.getLoc(), gatheredType,
+                                              m.tr.getInput(), axes, newDim,
+                                              /*compression=*/nullptr)
+                   .getResult();
+  }
+  auto tr = hpc::TransposeOp::create(b, m.tr.getLoc(), result.getType(), gathered,
+                                     m.tr.getPermAttr());
+  result.replaceAllUsesWith(tr.getResult());
+  if (m.wait)
+    m.wait.erase();
+  gather->erase();
+  m.tr.erase();
+  return tr;
+}
+
 /// Rewrite 0b: `sum` = reduce_sum(matmul(transpose(A), D)) over exactly the
 /// batch dimensions, A [B..., M, K] with its last two dimensions swapped,
 /// D [B..., M, N], optionally with a cast back from bf16 between the
 /// matmul and the sum; every value on the way read only by the next op.
+/// The transpose may be under a gather over tensor-parallel ranks
+/// (matchGatheredTranspose), which then gathers A instead.
 bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   Value in = sum.getInput();
   hpc::CastOp back = castBack(in);
@@ -291,12 +371,24 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   // The transpose may have other readers: the three weight gradients of
   // an unfused QKV projection share their input's (CSE).
   auto tr = mm.getLhs().getDefiningOp<hpc::TransposeOp>();
-  if (!tr)
+  std::optional<GatheredTranspose> gathered;
+  if (!tr) {
+    gathered = matchGatheredTranspose(mm.getLhs());
+    if (!gathered)
+      return false;
+    tr = gathered->tr;
+  }
+  // A [B..., M, K], the gathered one under a gather: the left operand is
+  // A transposed, so A's dimension perm[i] is the operand's i.
+  Value d = mm.getRhs();
+  if (!isStaticFloat(tr.getInput()) || !isStaticFloat(mm.getLhs()) || !isStaticFloat(d) ||
+      !isStaticFloat(sum.getResult()))
     return false;
-  Value a = tr.getInput(), d = mm.getRhs();
-  if (!isStaticFloat(a) || !isStaticFloat(d) || !isStaticFloat(sum.getResult()))
-    return false;
-  ArrayRef<int64_t> as = rankedOf(a).getShape(), ds = rankedOf(d).getShape();
+  ArrayRef<int64_t> lhsShape = rankedOf(mm.getLhs()).getShape();
+  SmallVector<int64_t> aShape(lhsShape.size());
+  for (auto [i, p] : llvm::enumerate(tr.getPerm()))
+    aShape[p] = lhsShape[i];
+  ArrayRef<int64_t> as = aShape, ds = rankedOf(d).getShape();
   int64_t rank = static_cast<int64_t>(as.size());
   if (rank < 3 || ds.size() != as.size() || as.drop_back() != ds.drop_back())
     return false;
@@ -305,6 +397,9 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   SmallVector<int64_t> batch = llvm::to_vector(llvm::seq<int64_t>(0, rank - 2));
   if (tr.getPerm() != ArrayRef<int64_t>(swap) || sum.getAxes() != ArrayRef<int64_t>(batch))
     return false;
+  if (gathered)
+    tr = gatherBeforeTranspose(*gathered);
+  Value a = tr.getInput();
   int64_t rows = 1;
   for (int64_t dim : as.drop_back())
     rows *= dim;

@@ -20,6 +20,12 @@ per plan, the mean absolute error of the step-time predictions, and the
 searched plan against the grid's best; the numbers go to
 docs/benchmarks.md with the command and the machine.
 
+--reuse: the plans whose metrics are already in --workdir are compiled and
+predicted again (with this run's model flags, e.g. --apply-overlap) but not
+trained again, so model variants are compared on the same measured runs;
+the searched plan trains only when the search picks another plan than the
+one measured there last.
+
 --repeat R (default 3): every plan trains R times, and the run with the
 median step time stands for it (its parts; with --recalibrate, the
 calibration's metrics); the runs' range is printed beside it. A small
@@ -101,6 +107,11 @@ def compile_and_train(a, model, d, name, cluster, flags, ranks):
     run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
          "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-3",
          f"--cluster={cluster}", f"--report={report}", *flags, "-o", binary])
+    if a.reuse and os.path.exists(metrics) and reused_plan_matches(report, metrics):
+        with open(report) as f:
+            plan = json.load(f)["plan"]
+        meas = summary_record(metrics, PROG)
+        return plan["prediction"], meas, plan, [meas["step_time_s"]]
     launch = launcher(a, ranks)
     runs = []
     for r in range(a.repeat):
@@ -117,7 +128,22 @@ def compile_and_train(a, model, d, name, cluster, flags, ranks):
         os.remove(out)
     with open(report) as f:
         plan = json.load(f)["plan"]
+    with open(metrics + ".plan", "w") as f:
+        f.write(describe(plan))
     return plan["prediction"], summary_record(metrics, PROG), plan, [t for t, _ in runs]
+
+
+def reused_plan_matches(report, metrics):
+    """Whether the run measured into `metrics` is of the plan just compiled
+    (a grid plan always is; a searched one only when the search chose the
+    same plan again)."""
+    try:
+        with open(metrics + ".plan") as f:
+            measured = f.read()
+    except OSError:
+        return False
+    with open(report) as f:
+        return describe(json.load(f)["plan"]) == measured
 
 
 def spread(times):
@@ -133,6 +159,10 @@ def describe(plan):
     text = f"pp={plan['num_stages']},dp={s['dp']},tp={s['tp']}"
     if s.get("zero"):
         text += f",zero={s['zero']}"
+    if s.get("sequence_parallel"):
+        text += ",sp=1"
+    if s.get("recompute"):
+        text += ",recompute=1"
     return text + f",m={plan['num_micro_batches']}"
 
 
@@ -148,6 +178,9 @@ def main():
                          "one rank a node, 1 Gbit/s; needs root)")
     ap.add_argument("--recalibrate", action="store_true",
                     help="fit the cost model to the first plan's run, predict the rest on it")
+    ap.add_argument("--reuse", action="store_true",
+                    help="predict the runs already measured in --workdir again, without "
+                         "training them again (model variants on the same runs)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each plan; the median run's step counts (default 3)")
     ap.add_argument("--apply-collective-overhead", action="store_true",
@@ -178,7 +211,7 @@ def measure(a):
     model, summary = gpt_with_tokens(a.workdir, a)
     print(f"model: {summary}; batch {a.batch} x {a.seq} tokens, {a.steps} steps per plan")
     print(f"{'ranks':>5} {'plan':<28} {'predicted ms':>12} {'measured ms':>11} {'error':>7}"
-          f"   measured compute / exposed comm / bubble ms")
+          f"   measured compute / exposed comm / bubble ms (predicted)")
     for n in a.ranks:
         cluster = cluster_file(a, n)
         errors, best, fitted = [], None, []
@@ -204,7 +237,8 @@ def measure(a):
                 errors.append(abs(err))
             print(f"{n:>5} {label:<28} {p:>12.3f} {m:>11.3f} {err:>+6.1f}%   "
                   + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:])
-                  + spread(times))
+                  + "   (predicted " + " / ".join(f"{1000 * pred[k]:.3f}" for k in PARTS[1:])
+                  + ")" + spread(times))
             if best is None or m < best[1]:
                 best = (label, m)
         print(f"{n:>5} step-time error over {len(errors)} plans: mean {statistics.mean(errors):.1f}%"
