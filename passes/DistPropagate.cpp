@@ -488,8 +488,9 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
   /// The autodiff's weight gradient of a linear layer, reduce_sum over the
   /// batch dimensions of matmul(transpose(A), dY) (hpc-fuse-epilogues makes
   /// it one gemm with trans_a), in a train step, with neither operand split
-  /// nor partial over tp.
-  bool isWholeWeightGradient(Operation *op) {
+  /// nor partial over tp, or split only along the sequence (which the
+  /// product takes gathered).
+  bool isWholeWeightGradient(Operation *op, bool sequence) {
     auto mm = dyn_cast<hpc::MatMulOp>(op);
     if (!mm || !op->getParentOfType<ModuleOp>()->hasAttr("hpc.train") ||
         !mm.getResult().hasOneUse() || !mm.getLhs().getDefiningOp<hpc::TransposeOp>())
@@ -503,7 +504,9 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
       if (weightDerived.count(operand))
         return false;
       const Sharding *s = incoming(operand);
-      if (!s || llvm::is_contained(s->partial, "tp") ||
+      if (!s || llvm::is_contained(s->partial, "tp"))
+        return false;
+      if (!(sequence && sequenceSplit.contains(operand)) &&
           llvm::any_of(s->dims, [](const auto &axes) { return llvm::is_contained(axes, "tp"); }))
         return false;
     }
@@ -729,7 +732,7 @@ struct DistPropagate : hpc::impl::DistPropagateBase<DistPropagate> {
     // columns, and a reader that needs the gradient whole gathers them.
     // The gather moves the [K, N] result once; the whole product costs
     // every rank 2 x rows x K x N FLOPs (rows: the tokens).
-    if (megatron && !used.contains("tp") && isWholeWeightGradient(op)) {
+    if (megatron && !used.contains("tp") && isWholeWeightGradient(op, sequence)) {
       assign(rule.resultDims[0].back(), {"tp"}, /*evenIfWhole=*/true);
     }
     // Shardings the op needs of its operands and gives its results.
