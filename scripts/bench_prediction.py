@@ -54,11 +54,14 @@ PARTS = ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")
 CALIBRATE = os.path.join(ROOT, "build", "bin", "hpc-calibrate")
 
 # The grid per rank count: (mesh, extra flags). Pipelines run 2 and 4
-# micro-batches; ZeRO stages on plain data parallelism.
+# micro-batches; ZeRO stages on plain data parallelism; sequence
+# parallelism and ZeRO over dp x tp, which the search may pick.
 GRID = {
-    2: [("dp=2", []), ("tp=2", []), ("pp=2", ["--micro-batches=2"]),
-        ("pp=2", ["--micro-batches=4"]), ("dp=2", ["--zero=1"]), ("dp=2", ["--zero=3"])],
-    4: [("dp=4", []), ("dp=2,tp=2", []), ("tp=4", []), ("pp=2,dp=2", ["--micro-batches=2"]),
+    2: [("dp=2", []), ("tp=2", []), ("tp=2", ["--sequence-parallel"]),
+        ("pp=2", ["--micro-batches=2"]), ("pp=2", ["--micro-batches=4"]),
+        ("dp=2", ["--zero=1"]), ("dp=2", ["--zero=3"])],
+    4: [("dp=4", []), ("dp=2,tp=2", []), ("dp=2,tp=2", ["--sequence-parallel"]),
+        ("dp=2,tp=2", ["--zero=1"]), ("tp=4", []), ("pp=2,dp=2", ["--micro-batches=2"]),
         ("pp=2,tp=2", ["--micro-batches=2"]), ("pp=4", ["--micro-batches=4"]),
         ("dp=4", ["--zero=2"])],
 }
