@@ -51,14 +51,28 @@ double hpc::search::objective(const std::vector<double> &t,
   return scheduleObjective(t, q);
 }
 
+/// J from the S stages' fill terms summed (in scheduleObjective's order)
+/// and their largest steady term. Stage times are at the shared rate where
+/// the devices share their node's cores (coreShare < 1, every device
+/// computing): a stage idle in the pipeline's fill and drain lends its
+/// share to the others, so the step shrinks towards the stages' own work
+/// (the largest steady term and an average fill), no shorter than the
+/// schedule at whole cores. Nondecreasing in `sum` and `maxQ`, which the
+/// searches' pruning and threshold argument need.
+static double stepObjective(double sum, double maxQ, size_t S, double coreShare) {
+  if (coreShare >= 1 || S < 2)
+    return sum + maxQ;
+  return std::max(coreShare * (sum + maxQ), sum / double(S) + maxQ);
+}
+
 double hpc::search::scheduleObjective(const std::vector<double> &fill,
-                                      const std::vector<double> &steady) {
+                                      const std::vector<double> &steady, double coreShare) {
   double sum = 0, maxQ = -kInf;
   for (size_t s = fill.size(); s-- > 0;)
     sum = fill[s] + sum;
   for (double q : steady)
     maxQ = std::max(maxQ, q);
-  return sum + maxQ;
+  return stepObjective(sum, maxQ, fill.size(), coreShare);
 }
 
 //===----------------------------------------------------------------------===//
@@ -429,6 +443,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
                   std::vector<Choice> &bestChoices, SearchStats *stats) {
   int L = int(ctx.model->layers.size());
   double limit = limitOf(ctx);
+  double share = ctx.cluster->device.coreShare;
   // F[k][i]: suffix [i, L) as the last k stages.
   std::vector<std::vector<std::vector<Entry>>> F(
       S + 1, std::vector<std::vector<Entry>>(L + 1));
@@ -470,7 +485,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
           for (size_t x = 0; x < next.size(); ++x) {
             double sum = c.t + next[x].sum;
             double maxQ = std::max(c.q, next[x].maxQ);
-            if (sum + maxQ >= best)
+            if (stepObjective(sum, maxQ, size_t(S), share) >= best)
               continue;
             out.push_back({sum, maxQ, j, c.o, int(x)});
           }
@@ -484,7 +499,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
   const std::vector<Entry> &root = F[S][0];
   int bestIdx = -1;
   for (size_t x = 0; x < root.size(); ++x) {
-    double J = root[x].sum + root[x].maxQ;
+    double J = stepObjective(root[x].sum, root[x].maxQ, size_t(S), share);
     if (J < best) {
       best = J;
       bestIdx = int(x);
@@ -662,7 +677,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
             }
             if (!ok)
               continue;
-            double J = scheduleObjective(fill, steady);
+            double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
             if (J < best) {
               best = J;
               bestChoices.clear();
@@ -745,7 +760,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
               steady[s] = model.steady(o->cost);
             }
             if (fits) {
-              double J = scheduleObjective(fill, steady);
+              double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
               if (J < best) {
                 best = J;
                 bestChoices.clear();
@@ -1043,7 +1058,7 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
       leastMemory = std::min(leastMemory, worst);
       if (worst > limit)
         continue;
-      double J = scheduleObjective(fill, steady);
+      double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
       if (J < best.stepTime) {
         best = Plan();
         best.valid = true;
@@ -1197,7 +1212,7 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
     steady[s] = model.steady(sp.cost);
   }
   plan.devicesUsed = n * S;
-  plan.stepTime = scheduleObjective(fill, steady);
+  plan.stepTime = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
   int b = 0;
   for (int s = 1; s < S; ++s)
     if (steady[s] > steady[b])
@@ -1208,6 +1223,14 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
   plan.compute = M * bc.compute + bc.optimizer;
   plan.exposedComm =
       M * (bc.tpComm + bc.moeComm + bc.zeroComm + model.sends() * bc.p2p) + bc.gradSync;
+  // On shared cores the bottleneck stage runs part of its work on the
+  // cores its idle neighbours lend (stepObjective): its parts, at the
+  // shared rate, may then exceed the step, and are scaled into it.
+  double busy = plan.compute + plan.exposedComm;
+  if (busy > plan.stepTime) {
+    plan.compute *= plan.stepTime / busy;
+    plan.exposedComm *= plan.stepTime / busy;
+  }
   plan.bubble = std::max(0.0, plan.stepTime - plan.compute - plan.exposedComm);
   double B = double(ctx.options.globalBatch);
   plan.samplesPerSecond = B / plan.stepTime;

@@ -156,6 +156,12 @@ TEST(ClusterTest, JSONRoundTrip) {
   EXPECT_DOUBLE_EQ(b.interNode.bandwidth, a.interNode.bandwidth);
   EXPECT_DOUBLE_EQ(b.intraNode.latency, a.intraNode.latency);
   EXPECT_DOUBLE_EQ(b.efficiency.matmul, a.efficiency.matmul);
+  // Whole cores are the default and are not written; a share is.
+  EXPECT_DOUBLE_EQ(b.device.coreShare, 1);
+  EXPECT_EQ(clusterToJSON(a).find("core_share"), std::string::npos);
+  a.device.coreShare = 0.5;
+  ASSERT_TRUE(clusterFromJSON(clusterToJSON(a), "x.json", b, error)) << error;
+  EXPECT_DOUBLE_EQ(b.device.coreShare, 0.5);
 }
 
 TEST(ClusterTest, JSONErrorsNameTheField) {
@@ -192,6 +198,10 @@ TEST(ClusterTest, JSONErrorsNameTheField) {
        "c.json: links[0].speed: unknown field"},
       {"\"bf16\": 400", "\"bf16\": 0",
        "c.json: device.peak_tflops: needs at least one dtype with a peak > 0"},
+      {"\"memory_gib\": 64", "\"memory_gib\": 64, \"core_share\": 1.5",
+       "c.json: device.core_share: expected a fraction <= 1, got 1.5"},
+      {"\"memory_gib\": 64", "\"memory_gib\": 64, \"core_share\": 0",
+       "c.json: device.core_share: expected a number > 0, got 0"},
   };
   expectErrors(good, cases);
   // Two nodes need an inter-node level.

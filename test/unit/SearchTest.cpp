@@ -183,6 +183,9 @@ Instance randomInstance(std::mt19937_64 &rng, int maxLayers, int maxDevices) {
         divisors.push_back(b);
     s.microBatch = pick(rng, divisors);
   }
+  // Devices that share their node's cores (more ranks than cores).
+  if (coin(rng, 0.3))
+    in.cluster.device.coreShare = uniform(rng, 0.2, 0.9);
   return in;
 }
 
@@ -234,7 +237,7 @@ void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &pla
   }
   EXPECT_EQ(devices, plan.devicesUsed);
   EXPECT_LE(plan.devicesUsed, ctx.cluster->numDevices());
-  EXPECT_EQ(scheduleObjective(fill, steady), plan.stepTime);
+  EXPECT_EQ(scheduleObjective(fill, steady, ctx.cluster->device.coreShare), plan.stepTime);
   if (S > 1) {
     EXPECT_TRUE(model.runs());
     EXPECT_TRUE(llvm::any_of(space.schedules, [&](const hpc::PipelineSchedule &x) {
@@ -242,8 +245,9 @@ void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &pla
     }));
   }
   // 1F1B and GPipe: the textbook objective.
-  if (S == 1 || plan.schedule.kind == hpc::PipelineSchedule::OneFOneB ||
-      plan.schedule.kind == hpc::PipelineSchedule::GPipe) {
+  if (ctx.cluster->device.coreShare >= 1 &&
+      (S == 1 || plan.schedule.kind == hpc::PipelineSchedule::OneFOneB ||
+       plan.schedule.kind == hpc::PipelineSchedule::GPipe)) {
     EXPECT_EQ(objective(t, e, plan.numMicroBatches), plan.stepTime);
   }
   EXPECT_EQ(plan.microBatch * plan.numMicroBatches, ctx.options.globalBatch);
@@ -257,7 +261,7 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
   std::mt19937_64 rng(20240611);
   int compared = 0, withLimit = 0, withoutLimit = 0, infeasible = 0,
       moe = 0, twelveLayers = 0, sixteenDevices = 0, pipelined = 0,
-      mixedConfigs = 0, otherSchedules = 0;
+      mixedConfigs = 0, otherSchedules = 0, sharedCores = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     Instance in = randomInstance(rng, 12, 16);
     maybeLimit(rng, in);
@@ -280,6 +284,7 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
     checkPlan(ctx, in.space, dp);
     checkPlan(ctx, in.space, ex);
     pipelined += dp.stages.size() > 1;
+    sharedCores += dp.stages.size() > 1 && in.cluster.device.coreShare < 1;
     otherSchedules += dp.stages.size() > 1 &&
                       dp.schedule.kind != hpc::PipelineSchedule::OneFOneB;
     for (const StagePlan &s : dp.stages)
@@ -299,11 +304,13 @@ TEST(SearchTest, DPEqualsExhaustiveOnRandomInstances) {
   EXPECT_GE(pipelined, 300);
   EXPECT_GE(mixedConfigs, 40);
   EXPECT_GE(otherSchedules, 50);
+  EXPECT_GE(sharedCores, 80);
   std::printf("compared %d (limit %d, none %d, infeasible %d, moe %d, "
               "12 layers %d, 16 devices %d, pipelined %d, mixed stage "
-              "configs %d, zb-h1/gpipe/interleaved plans %d)\n",
+              "configs %d, zb-h1/gpipe/interleaved plans %d, pipelines on shared "
+              "cores %d)\n",
               compared, withLimit, withoutLimit, infeasible, moe, twelveLayers,
-              sixteenDevices, pipelined, mixedConfigs, otherSchedules);
+              sixteenDevices, pipelined, mixedConfigs, otherSchedules, sharedCores);
 }
 
 TEST(SearchTest, ExhaustiveEqualsBruteForceOnTinyInstances) {
@@ -362,6 +369,23 @@ TEST(SearchTest, ObjectiveIsOneF1BWithBubble) {
   EXPECT_DOUBLE_EQ(objective({1, 3, 2}, {0, 0, 0}, 10), 6 + 9 * 3);
   // A stage with a large per-step term can be the bottleneck.
   EXPECT_DOUBLE_EQ(objective({1, 1}, {0, 100}, 10), 2 + 109);
+}
+
+TEST(SearchTest, ObjectiveOnSharedCores) {
+  // 4 equal stages of 1F1B, 4 micro-batches of 1: 7 at whole cores, of
+  // which each stage is busy 4.
+  std::vector<double> fill(4, 1.0), steady(4, 3.0);
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady), 7);
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady, 1), 7);
+  // Half a core each: the idle stages' halves go to the busy ones, whose
+  // own work (4, at the shared rate) bounds the step.
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady, 0.5), 4);
+  // Nearly whole cores: the schedule's length at full speed still binds.
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady, 0.9), 0.9 * 7);
+  // One stage has no bubble to lend: unchanged.
+  EXPECT_DOUBLE_EQ(scheduleObjective({2}, {5}, 0.25), 7);
+  // Unequal stages: the largest steady term and the average fill.
+  EXPECT_DOUBLE_EQ(scheduleObjective({1, 2}, {3, 6}, 0.5), 7.5);
 }
 
 TEST(SearchTest, ScheduleModelsAreTheReplayedSchedules) {
@@ -438,6 +462,8 @@ TEST(SearchTest, GridSearchIsNeverBetter) {
   for (int trial = 0; trial < 80; ++trial) {
     Instance in = randomInstance(rng, 12, 16);
     in.space.microBatch = 0;
+    // Megatron-LM's grid runs 1F1B whatever the space allows.
+    in.space.schedules = {hpc::PipelineSchedule()};
     CostContext ctx = contextOf(in);
     Plan grid = gridSearchMegatron(ctx, in.space);
     if (!grid.valid)

@@ -223,6 +223,13 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   c.device.memoryBytes = std::max(memKiB * 1024.0, kGiB) / w.ranksOnNode;
   c.device.reservedBytes = std::min(kGiB, 0.1 * c.device.memoryBytes);
   c.device.memoryBandwidth = cal.memory.empty() ? 0 : cal.memory.back().bandwidth;
+  // Ranks that outnumber the cores measured the kernels at their share of
+  // them (measureAndWrite's `shared`); the cost model lends an idle
+  // stage's share to the others.
+  unsigned cores = std::thread::hardware_concurrency();
+  double wanted = double(w.ranksOnNode) * double(std::max(o.threads, 1));
+  if (cores > 0 && wanted > cores)
+    c.device.coreShare = double(cores) / wanted;
   c.device.peakFlops[int(cost::DType::FP32)] = bestGemm(cal, cost::DType::FP32);
   c.device.peakFlops[int(cost::DType::BF16)] = bestGemm(cal, cost::DType::BF16);
   c.hasIntraNode = w.ranksOnNode > 1 && measuredLink(cal, "intra-node", c.intraNode);
@@ -262,8 +269,9 @@ void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shar
          c.device.kind.c_str(), static_cast<long long>(cal.threads),
          cal.quick ? " (quick)" : "");
   if (shared)
-    printf("  the ranks share the cores: each kernel case starts at a barrier, the median "
-           "round counts\n");
+    printf("  the ranks share the cores (%.2f of a core each): each kernel case starts at a "
+           "barrier, the median round counts\n",
+           c.device.coreShare);
   printf("  gemm: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (best); memory %.2f GB/s; "
          "kernel call %.2f us\n",
          c.device.peakFlops[int(cost::DType::FP32)] * 1e-9,

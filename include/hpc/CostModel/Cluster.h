@@ -42,6 +42,11 @@ struct DeviceSpec {
   double memoryBytes = 0;           ///< capacity
   double memoryBandwidth = 0;       ///< bytes/s
   double reservedBytes = 0;         ///< taken by the runtime (context, workspaces)
+  /// The fraction of a node's cores each device has when all of them
+  /// compute at once: 1 unless the devices (ranks) outnumber the cores, as
+  /// on a small machine running a larger cluster (hpc-calibrate: cores /
+  /// (ranks on the node x threads)). The peak rates are the shared ones.
+  double coreShare = 1;
   double usableMemory() const { return memoryBytes - reservedBytes; }
 };
 

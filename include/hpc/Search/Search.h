@@ -145,9 +145,13 @@ struct SearchStats {
 double objective(const std::vector<double> &t, const std::vector<double> &e,
                  int64_t m);
 /// The same sum of the stages' fill terms plus the largest steady term, in
-/// that order: J under any ScheduleModel.
+/// that order: J under any ScheduleModel. Where the devices share their
+/// node's cores (`coreShare` < 1, ClusterSpec's device.coreShare), a stage
+/// that waits lends its share to the others: a pipeline's J shrinks
+/// towards the stages' own work (the largest steady term plus the average
+/// fill term), no less than J at whole cores (coreShare x J).
 double scheduleObjective(const std::vector<double> &fill,
-                         const std::vector<double> &steady);
+                         const std::vector<double> &steady, double coreShare = 1);
 /// (m - 1) * t + e, the stage's term of the max.
 inline double stageQ(double t, double e, int64_t m) {
   return double(m - 1) * t + e;

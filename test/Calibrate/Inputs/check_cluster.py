@@ -11,6 +11,7 @@ usage: check_cluster.py FILE --nodes N --devices-per-node D --ranks R
 import argparse
 import json
 import math
+import os
 import sys
 
 KINDS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv"]
@@ -78,6 +79,13 @@ def check(c, a):
     d = c["device"]
     expect(d["kind"] and d["kind"] != "cpu", "device.kind %r" % d["kind"])
     expect(0 < d["reserved_gib"] < d["memory_gib"], "memory %s" % d)
+    # Ranks that outnumber the cores (one thread each here) have a share of
+    # one; whole cores are not written.
+    cores = os.cpu_count()
+    if a.devices_per_node > cores:
+        expect(close(d["core_share"], cores / a.devices_per_node), "core_share %s" % d)
+    else:
+        expect("core_share" not in d, "core_share %s on whole cores" % d)
     cal = c["calibration"]
     expect(cal["ranks"] == a.ranks and cal["threads"] == 1 and cal["quick"] == a.quick,
            "ranks/threads/quick %s %s %s" % (cal["ranks"], cal["threads"], cal["quick"]))
