@@ -549,7 +549,8 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
     return false;
   if (!r.onlyKeys(*dev, "device",
                   {"kind", "memory_gib", "reserved_gib",
-                   "memory_bandwidth_gbytes_per_s", "peak_tflops", "core_share"}))
+                   "memory_bandwidth_gbytes_per_s", "peak_tflops", "core_share",
+                   "core_lending"}))
     return false;
   double memGiB = 0, reservedGiB = 2, bwGB = 0;
   if (!r.string(*dev, "device", "kind", c.device.kind, true) ||
@@ -557,11 +558,14 @@ bool hpc::cost::clusterFromJSON(const std::string &text,
       !r.number(*dev, "device", "reserved_gib", reservedGiB, false, 0, false) ||
       !r.number(*dev, "device", "memory_bandwidth_gbytes_per_s", bwGB, true, 0,
                 true) ||
-      !r.number(*dev, "device", "core_share", c.device.coreShare, false, 0, true))
+      !r.number(*dev, "device", "core_share", c.device.coreShare, false, 0, true) ||
+      !r.number(*dev, "device", "core_lending", c.device.coreLending, false, 0, false))
     return false;
-  if (c.device.coreShare > 1)
-    return r.fail("device.core_share",
-                  "expected a fraction <= 1, got " + Reader::format(c.device.coreShare));
+  for (auto [key, v] : {std::pair<const char *, double>{"core_share", c.device.coreShare},
+                        {"core_lending", c.device.coreLending}})
+    if (v > 1)
+      return r.fail(std::string("device.") + key,
+                    "expected a fraction <= 1, got " + Reader::format(v));
   if (reservedGiB >= memGiB)
     return r.fail("device.reserved_gib",
                   "must be less than device.memory_gib");
@@ -800,8 +804,10 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
                           {"kernel_overhead_us",
                            c.efficiency.kernelOverhead / kMicro},
                           {"overlap", c.efficiency.overlap}}}};
-  if (c.device.coreShare < 1)
+  if (c.device.coreShare < 1) {
     (*root.getObject("device"))["core_share"] = c.device.coreShare;
+    (*root.getObject("device"))["core_lending"] = c.device.coreLending;
+  }
   // Written where it is not the presets' 0, so that their files stay as
   // they were.
   if (c.efficiency.collectiveOverhead > 0)

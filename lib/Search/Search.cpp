@@ -53,26 +53,31 @@ double hpc::search::objective(const std::vector<double> &t,
 
 /// J from the S stages' fill terms summed (in scheduleObjective's order)
 /// and their largest steady term. Stage times are at the shared rate where
-/// the devices share their node's cores (coreShare < 1, every device
-/// computing): a stage idle in the pipeline's fill and drain lends its
-/// share to the others, so the step shrinks towards the stages' own work
-/// (the largest steady term and an average fill), no shorter than the
-/// schedule at whole cores. Nondecreasing in `sum` and `maxQ`, which the
-/// searches' pruning and threshold argument need.
-static double stepObjective(double sum, double maxQ, size_t S, double coreShare) {
-  if (coreShare >= 1 || S < 2)
-    return sum + maxQ;
-  return std::max(coreShare * (sum + maxQ), sum / double(S) + maxQ);
+/// the devices share their node's cores (coreShare c < 1, every device
+/// computing): a stage idle in the pipeline's fill and drain lends the
+/// fraction `lending` (l) of its share to the others. Lent wholly, the step
+/// shrinks towards the stages' own work B (the largest steady term and an
+/// average fill), no shorter than the schedule at whole cores (c x J); lent
+/// in part, l of that gain. Nondecreasing in `sum` and `maxQ`, and never
+/// below maxQ, which the searches' pruning and threshold argument need.
+static double stepObjective(double sum, double maxQ, size_t S, double coreShare,
+                            double lending) {
+  double J = sum + maxQ;
+  if (coreShare >= 1 || S < 2 || lending <= 0)
+    return J;
+  double B = sum / double(S) + maxQ;
+  return std::max((1 - lending) * J + lending * B, (1 - lending * (1 - coreShare)) * J);
 }
 
 double hpc::search::scheduleObjective(const std::vector<double> &fill,
-                                      const std::vector<double> &steady, double coreShare) {
+                                      const std::vector<double> &steady, double coreShare,
+                                      double coreLending) {
   double sum = 0, maxQ = -kInf;
   for (size_t s = fill.size(); s-- > 0;)
     sum = fill[s] + sum;
   for (double q : steady)
     maxQ = std::max(maxQ, q);
-  return stepObjective(sum, maxQ, fill.size(), coreShare);
+  return stepObjective(sum, maxQ, fill.size(), coreShare, coreLending);
 }
 
 //===----------------------------------------------------------------------===//
@@ -443,7 +448,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
                   std::vector<Choice> &bestChoices, SearchStats *stats) {
   int L = int(ctx.model->layers.size());
   double limit = limitOf(ctx);
-  double share = ctx.cluster->device.coreShare;
+  double share = ctx.cluster->device.coreShare, lending = ctx.cluster->device.coreLending;
   // F[k][i]: suffix [i, L) as the last k stages.
   std::vector<std::vector<std::vector<Entry>>> F(
       S + 1, std::vector<std::vector<Entry>>(L + 1));
@@ -485,7 +490,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
           for (size_t x = 0; x < next.size(); ++x) {
             double sum = c.t + next[x].sum;
             double maxQ = std::max(c.q, next[x].maxQ);
-            if (stepObjective(sum, maxQ, size_t(S), share) >= best)
+            if (stepObjective(sum, maxQ, size_t(S), share, lending) >= best)
               continue;
             out.push_back({sum, maxQ, j, c.o, int(x)});
           }
@@ -499,7 +504,7 @@ void dpSubproblem(const CostContext &ctx, OptionCache &cache, int S,
   const std::vector<Entry> &root = F[S][0];
   int bestIdx = -1;
   for (size_t x = 0; x < root.size(); ++x) {
-    double J = stepObjective(root[x].sum, root[x].maxQ, size_t(S), share);
+    double J = stepObjective(root[x].sum, root[x].maxQ, size_t(S), share, lending);
     if (J < best) {
       best = J;
       bestIdx = int(x);
@@ -677,7 +682,8 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
             }
             if (!ok)
               continue;
-            double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
+            double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                                   ctx.cluster->device.coreLending);
             if (J < best) {
               best = J;
               bestChoices.clear();
@@ -760,7 +766,8 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
               steady[s] = model.steady(o->cost);
             }
             if (fits) {
-              double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
+              double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                                   ctx.cluster->device.coreLending);
               if (J < best) {
                 best = J;
                 bestChoices.clear();
@@ -1058,7 +1065,8 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
       leastMemory = std::min(leastMemory, worst);
       if (worst > limit)
         continue;
-      double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
+      double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                                   ctx.cluster->device.coreLending);
       if (J < best.stepTime) {
         best = Plan();
         best.valid = true;
@@ -1212,7 +1220,8 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
     steady[s] = model.steady(sp.cost);
   }
   plan.devicesUsed = n * S;
-  plan.stepTime = scheduleObjective(fill, steady, ctx.cluster->device.coreShare);
+  plan.stepTime = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                                   ctx.cluster->device.coreLending);
   int b = 0;
   for (int s = 1; s < S; ++s)
     if (steady[s] > steady[b])

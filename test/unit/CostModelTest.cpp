@@ -159,9 +159,12 @@ TEST(ClusterTest, JSONRoundTrip) {
   // Whole cores are the default and are not written; a share is.
   EXPECT_DOUBLE_EQ(b.device.coreShare, 1);
   EXPECT_EQ(clusterToJSON(a).find("core_share"), std::string::npos);
+  EXPECT_DOUBLE_EQ(b.device.coreLending, 1);
   a.device.coreShare = 0.5;
+  a.device.coreLending = 0.25;
   ASSERT_TRUE(clusterFromJSON(clusterToJSON(a), "x.json", b, error)) << error;
   EXPECT_DOUBLE_EQ(b.device.coreShare, 0.5);
+  EXPECT_DOUBLE_EQ(b.device.coreLending, 0.25);
 }
 
 TEST(ClusterTest, JSONErrorsNameTheField) {
@@ -202,6 +205,10 @@ TEST(ClusterTest, JSONErrorsNameTheField) {
        "c.json: device.core_share: expected a fraction <= 1, got 1.5"},
       {"\"memory_gib\": 64", "\"memory_gib\": 64, \"core_share\": 0",
        "c.json: device.core_share: expected a number > 0, got 0"},
+      {"\"memory_gib\": 64", "\"memory_gib\": 64, \"core_lending\": 1.2",
+       "c.json: device.core_lending: expected a fraction <= 1, got 1.2"},
+      {"\"memory_gib\": 64", "\"memory_gib\": 64, \"core_lending\": -0.1",
+       "c.json: device.core_lending: expected a number >= 0, got -0.1"},
   };
   expectErrors(good, cases);
   // Two nodes need an inter-node level.

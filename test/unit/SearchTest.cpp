@@ -184,8 +184,10 @@ Instance randomInstance(std::mt19937_64 &rng, int maxLayers, int maxDevices) {
     s.microBatch = pick(rng, divisors);
   }
   // Devices that share their node's cores (more ranks than cores).
-  if (coin(rng, 0.3))
+  if (coin(rng, 0.3)) {
     in.cluster.device.coreShare = uniform(rng, 0.2, 0.9);
+    in.cluster.device.coreLending = coin(rng, 0.3) ? 1 : uniform(rng, 0, 1);
+  }
   return in;
 }
 
@@ -237,7 +239,9 @@ void checkPlan(const CostContext &ctx, const SearchSpace &space, const Plan &pla
   }
   EXPECT_EQ(devices, plan.devicesUsed);
   EXPECT_LE(plan.devicesUsed, ctx.cluster->numDevices());
-  EXPECT_EQ(scheduleObjective(fill, steady, ctx.cluster->device.coreShare), plan.stepTime);
+  EXPECT_EQ(scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                              ctx.cluster->device.coreLending),
+            plan.stepTime);
   if (S > 1) {
     EXPECT_TRUE(model.runs());
     EXPECT_TRUE(llvm::any_of(space.schedules, [&](const hpc::PipelineSchedule &x) {
@@ -386,6 +390,14 @@ TEST(SearchTest, ObjectiveOnSharedCores) {
   EXPECT_DOUBLE_EQ(scheduleObjective({2}, {5}, 0.25), 7);
   // Unequal stages: the largest steady term and the average fill.
   EXPECT_DOUBLE_EQ(scheduleObjective({1, 2}, {3, 6}, 0.5), 7.5);
+  // Lent in part (waiting ranks spin before they sleep): that part of the
+  // gain, 7 - 0.5 x (7 - 4); nothing lent, nothing gained.
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady, 0.5, 0.5), 5.5);
+  EXPECT_DOUBLE_EQ(scheduleObjective(fill, steady, 0.5, 0), 7);
+  // One micro-batch: the stages never run at once, so only whole cores
+  // for the one computing shorten the step: 0.75 x 8 with half lent.
+  EXPECT_DOUBLE_EQ(scheduleObjective({4, 4}, {0, 0}, 0.5, 0.5), 6);
+  EXPECT_DOUBLE_EQ(scheduleObjective({4, 4}, {0, 0}, 0.5, 1), 4);
 }
 
 TEST(SearchTest, ScheduleModelsAreTheReplayedSchedules) {

@@ -110,6 +110,25 @@ void measureOverlap(const World &world, const RunOptions &options,
 double measureCollectiveOverhead(const World &world, const RunOptions &options,
                                  const std::function<void()> &kernel);
 
+/// How much of a waiting rank's share of the cores goes to the ranks still
+/// computing, where the ranks outnumber the cores (a pipeline stage waiting
+/// for its input; the cost model's device.core_lending). The ranks pair up
+/// (2k computes, 2k+1 waits) and the computing half times `compute` three
+/// ways: every rank computing (`allS`), the partners asleep (`sleepS`: the
+/// cores are wholly theirs), and the partners waiting in a receive through
+/// the runtime's communication thread that the computing rank answers
+/// after (`waitS`, a step's wait: a spin that yields, then sleeps). The
+/// fraction is (all - wait) / ((1 - coreShare) x all) in [0, 1]: of the
+/// gain whole cores would give, what waiting partners leave (`sleepS`
+/// shows the cores' own shortfall). Collective; each time the slowest
+/// computing rank's median over interleaved rounds.
+struct CoreLending {
+  double allS = 0, sleepS = 0, waitS = 0;
+  double fraction = 1;
+};
+CoreLending measureCoreLending(const World &world, const RunOptions &options,
+                               double coreShare, const std::function<void()> &compute);
+
 } // namespace calibrate
 } // namespace hpc
 

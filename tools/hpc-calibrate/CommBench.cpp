@@ -35,6 +35,7 @@
 #include <exception>
 #include <map>
 #include <stdexcept>
+#include <thread>
 
 using namespace hpc;
 using namespace hpc::calibrate;
@@ -375,4 +376,82 @@ double hpc::calibrate::measureCollectiveOverhead(const World &w, const RunOption
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return -1;
+}
+
+hpc::calibrate::CoreLending hpc::calibrate::measureCoreLending(const World &w,
+                                                               const RunOptions &o,
+                                                               double coreShare,
+                                                               const std::function<void()> &compute) {
+  CoreLending out;
+  if (!w.mpi || w.size < 2)
+    return out;
+  try {
+    hpcrt::comm::MpiComm mesh({{"ranks", w.size, w.nodes > 1 ? "inter_node" : "intra_node"}},
+                              MPI_COMM_WORLD);
+    Communicator &c = mesh.communicator({0});
+    hpcrt::comm::CommQueue queue(w.threadLevel >= MPI_THREAD_SERIALIZED);
+    // An odd world's last rank has no partner: it computes every time and
+    // is not timed.
+    const int partner = w.rank ^ 1;
+    const bool paired = partner < w.size, computes = w.rank % 2 == 0;
+    // Several of the scheduler's time slices long: shorter loops of ranks
+    // started at one barrier may run one after the other, unshared.
+    const int gemms = o.quick ? 8 : 32;
+    float token = 0;
+    // The computing ranks' slowest time of one round; `idle` is what their
+    // partners do meanwhile.
+    auto round = [&](const std::function<void()> &idle, bool answer) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t = 0;
+      if (computes || !paired) {
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < gemms; ++i)
+          compute();
+        t = MPI_Wtime() - t0;
+        if (answer && paired)
+          c.send(&token, 1, HPCRT_F32, partner);
+      } else {
+        idle();
+      }
+      if (!paired)
+        t = 0;
+      double slowest = 0;
+      MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      return slowest;
+    };
+    auto all = [&] {
+      for (int i = 0; i < gemms; ++i)
+        compute();
+    };
+    round(all, false); // warm-up
+    std::vector<double> as, ss, ws;
+    for (int k = 0; k < (o.quick ? 1 : 5); ++k) {
+      double ta = round(all, false);
+      as.push_back(ta);
+      ss.push_back(round([&] { std::this_thread::sleep_for(std::chrono::duration<double>(2 * ta)); },
+                         false));
+      ws.push_back(round(
+          [&] {
+            queue.submit(&token, 0, "recv", [&] { c.recv(&token, 1, HPCRT_F32, partner); });
+            queue.wait(&token);
+          },
+          true));
+    }
+    std::string error = queue.finishRun();
+    if (!error.empty())
+      throw std::runtime_error(error);
+    out.allS = median(as);
+    out.sleepS = median(ss);
+    out.waitS = median(ws);
+    // Of the gain the cost model assumes when the partners lend their
+    // whole share (the loop at whole cores: coreShare x allS), what
+    // waiting partners leave: the cores' own gain beside sleeping ones
+    // falls short of it too (caches, memory bandwidth).
+    double gain = (1 - coreShare) * out.allS;
+    out.fraction = gain > 0 ? std::clamp((out.allS - out.waitS) / gain, 0.0, 1.0) : 1.0;
+  } catch (const std::exception &e) {
+    fprintf(stderr, "hpc-calibrate: error: rank %d: %s\n", w.rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return out;
 }

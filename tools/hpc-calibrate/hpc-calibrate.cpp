@@ -190,6 +190,14 @@ std::string utcNow() {
   return text;
 }
 
+/// Each rank's fraction of a core when all compute at once: 1 unless the
+/// ranks x threads of a node outnumber its cores.
+double coreShare(const World &w, const Options &o) {
+  unsigned cores = std::thread::hardware_concurrency();
+  double wanted = double(w.ranksOnNode) * double(std::max(o.threads, 1));
+  return cores > 0 && wanted > cores ? double(cores) / wanted : 1.0;
+}
+
 /// The best rate of the GEMM rows of one dtype (0 without any).
 double bestGemm(const cost::Calibration &cal, cost::DType dtype) {
   double best = 0;
@@ -210,7 +218,8 @@ bool measuredLink(const cost::Calibration &cal, const char *level, cost::LinkSpe
 }
 
 /// The cluster file's summary, from the measurements.
-cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibration cal) {
+cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibration cal,
+                               const CoreLending &lending) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   cost::ClusterSpec c;
   c.name = o.name.empty() ? w.host : o.name;
@@ -226,10 +235,9 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   // Ranks that outnumber the cores measured the kernels at their share of
   // them (measureAndWrite's `shared`); the cost model lends an idle
   // stage's share to the others.
-  unsigned cores = std::thread::hardware_concurrency();
-  double wanted = double(w.ranksOnNode) * double(std::max(o.threads, 1));
-  if (cores > 0 && wanted > cores)
-    c.device.coreShare = double(cores) / wanted;
+  c.device.coreShare = coreShare(w, o);
+  if (c.device.coreShare < 1)
+    c.device.coreLending = lending.fraction;
   c.device.peakFlops[int(cost::DType::FP32)] = bestGemm(cal, cost::DType::FP32);
   c.device.peakFlops[int(cost::DType::BF16)] = bestGemm(cal, cost::DType::BF16);
   c.hasIntraNode = w.ranksOnNode > 1 && measuredLink(cal, "intra-node", c.intraNode);
@@ -262,7 +270,8 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   return c;
 }
 
-void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shared) {
+void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shared,
+                  const CoreLending &lending) {
   const cost::Calibration &cal = c.calibration;
   printf("hpc-calibrate: %lld node(s) x %lld rank(s) of %s, %lld thread(s) per rank%s\n",
          static_cast<long long>(c.nodes), static_cast<long long>(c.devicesPerNode),
@@ -272,6 +281,10 @@ void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shar
     printf("  the ranks share the cores (%.2f of a core each): each kernel case starts at a "
            "barrier, the median round counts\n",
            c.device.coreShare);
+  if (shared && lending.allS > 0)
+    printf("  core lending: %.2f (half the ranks' GEMMs %.2f ms with every rank computing, "
+           "%.2f ms beside ranks asleep, %.2f ms beside ranks waiting for them)\n",
+           lending.fraction, lending.allS * 1e3, lending.sleepS * 1e3, lending.waitS * 1e3);
   printf("  gemm: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (best); memory %.2f GB/s; "
          "kernel call %.2f us\n",
          c.device.peakFlops[int(cost::DType::FP32)] * 1e-9,
@@ -317,8 +330,7 @@ int measureAndWrite(const World &w, const Options &o) {
                     "devices_per_node is rank 0's node's (%d)\n", w.ranksOnNode);
   cost::Calibration cal;
   RunOptions run{o.quick, o.threads};
-  unsigned cores = std::thread::hardware_concurrency();
-  run.shared = cores > 0 && static_cast<unsigned>(w.ranksOnNode * o.threads) > cores;
+  run.shared = coreShare(w, o) < 1;
   if (w.mpi && run.shared) {
     run.sync = [&w] { barrier(w); };
     run.abortJob = [&w](const std::string &message) { abortWorld(w, message); };
@@ -333,6 +345,7 @@ int measureAndWrite(const World &w, const Options &o) {
   if (failed >= 0)
     return reportFailed();
   measureCollectives(w, run, cal.collectives);
+  CoreLending lending;
   if (w.mpi && w.size > 1) {
     // GEMMs of about a millisecond each (256^3 x 2 FLOPs at the rates
     // measured above).
@@ -345,6 +358,8 @@ int measureAndWrite(const World &w, const Options &o) {
     if (!workload(o.quick ? 128 : 256))
       return reportFailed();
     measureOverlap(w, run, gemm, cal.overlap);
+    if (run.shared)
+      lending = measureCoreLending(w, run, coreShare(w, o), gemm);
     // Kernels of tens of microseconds between the collectives, as a small
     // model's step has.
     if (!workload(128))
@@ -352,10 +367,10 @@ int measureAndWrite(const World &w, const Options &o) {
     cal.collectiveOverhead = measureCollectiveOverhead(w, run, gemm);
   }
   if (w.rank == 0) {
-    cost::ClusterSpec c = buildCluster(w, o, std::move(cal));
+    cost::ClusterSpec c = buildCluster(w, o, std::move(cal), lending);
     ok = writeCluster(c, o.output, error);
     if (ok)
-      printSummary(c, o.output, run.shared);
+      printSummary(c, o.output, run.shared, lending);
   }
   if (firstFailure(w, !ok) >= 0)
     return reportError(w.rank == 0, error);

@@ -47,6 +47,10 @@ struct DeviceSpec {
   /// on a small machine running a larger cluster (hpc-calibrate: cores /
   /// (ranks on the node x threads)). The peak rates are the shared ones.
   double coreShare = 1;
+  /// With coreShare < 1: how much of a waiting device's share the devices
+  /// still computing get, in [0, 1] (a waiting rank spins a while before
+  /// it sleeps; hpc-calibrate measures it).
+  double coreLending = 1;
   double usableMemory() const { return memoryBytes - reservedBytes; }
 };
 

@@ -147,11 +147,13 @@ double objective(const std::vector<double> &t, const std::vector<double> &e,
 /// The same sum of the stages' fill terms plus the largest steady term, in
 /// that order: J under any ScheduleModel. Where the devices share their
 /// node's cores (`coreShare` < 1, ClusterSpec's device.coreShare), a stage
-/// that waits lends its share to the others: a pipeline's J shrinks
-/// towards the stages' own work (the largest steady term plus the average
-/// fill term), no less than J at whole cores (coreShare x J).
+/// that waits lends `coreLending` of its share to the others: a pipeline's
+/// J shrinks towards the stages' own work (the largest steady term plus the
+/// average fill term), no less than J at whole cores (coreShare x J); in
+/// part when lent in part (docs/cost-model.md, "Shared cores").
 double scheduleObjective(const std::vector<double> &fill,
-                         const std::vector<double> &steady, double coreShare = 1);
+                         const std::vector<double> &steady, double coreShare = 1,
+                         double coreLending = 1);
 /// (m - 1) * t + e, the stage's term of the max.
 inline double stageQ(double t, double e, int64_t m) {
   return double(m - 1) * t + e;

@@ -84,8 +84,10 @@ def check(c, a):
     cores = os.cpu_count()
     if a.devices_per_node > cores:
         expect(close(d["core_share"], cores / a.devices_per_node), "core_share %s" % d)
+        expect(0 <= d["core_lending"] <= 1, "core_lending %s" % d)
     else:
-        expect("core_share" not in d, "core_share %s on whole cores" % d)
+        expect("core_share" not in d and "core_lending" not in d,
+               "core_share %s on whole cores" % d)
     cal = c["calibration"]
     expect(cal["ranks"] == a.ranks and cal["threads"] == 1 and cal["quick"] == a.quick,
            "ranks/threads/quick %s %s %s" % (cal["ranks"], cal["threads"], cal["quick"]))
