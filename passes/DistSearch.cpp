@@ -103,6 +103,10 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
         !std::isfinite(networkScale))
       return fail("compute-scale and network-scale must be positive");
     scaleClusterSpec(clusterSpec, computeScale, networkScale);
+    if (overlap > 1 || !std::isfinite(overlap))
+      return fail("overlap must be a fraction <= 1 (< 0: the cluster's)");
+    if (overlap >= 0)
+      clusterSpec.efficiency.overlap = overlap;
 
     ExtractedModel extracted;
     if (!extractModel(func, extracted, error))

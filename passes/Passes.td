@@ -1196,7 +1196,12 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
            "--recalibrate)">,
     Option<"networkScale", "network-scale", "double", /*default=*/"1.0",
            "Multiply every communication time the cost model predicts on "
-           "the cluster (a recalibration from a measured run)">
+           "the cluster (a recalibration from a measured run)">,
+    Option<"overlap", "overlap", "double", /*default=*/"-1.0",
+           "The fraction of the gradient synchronization that may hide under "
+           "the backward pass, in [0, 1], instead of the cluster's "
+           "efficiency.overlap (a recalibration from a measured run; < 0: "
+           "the cluster's)">
   ];
   let dependentDialects = ["hpc::HPCDialect"];
 }

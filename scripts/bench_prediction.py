@@ -26,10 +26,13 @@ trained again, so model variants are compared on the same measured runs;
 the searched plan trains only when the search picks another plan than the
 one measured there last.
 
---repeat R (default 3): every plan trains R times, and the run with the
-median step time stands for it (its parts; with --recalibrate, the
-calibration's metrics); the runs' range is printed beside it. A small
-model's steps on shared cores differ by up to a third between runs.
+--repeat R (default 3): every plan trains R times, in R rounds of one run
+of each plan, and the run with the median step time stands for it (its
+parts; with --recalibrate, the calibration's metrics); the runs' range is
+printed beside it. A small model's steps on shared cores differ by up to a
+third between minutes: in rounds, a slow spell slows every plan, not the
+few that ran in it. The searched plan runs its rounds beside the grid's
+fastest plan again, and the two are compared from those.
 
 --two-nodes: the 2-rank grid on the two-node cluster instead, against the
 cluster file hpc-calibrate measures there (two-nodes.json).
@@ -101,52 +104,52 @@ def launcher(a, ranks):
     return MPIRUN + ["-n", str(ranks)] if ranks > 1 else []
 
 
-def compile_and_train(a, model, d, name, cluster, flags, ranks):
-    """Compiles the plan of `flags` with its report, trains it --repeat
-    times; returns the prediction, the measured summary of the run whose
-    step time is the median (its metrics file is d/name.jsonl), the plan
-    the report names and the runs' step times."""
-    binary, report, metrics = (f"{d}/{name}.bin", f"{d}/{name}.json", f"{d}/{name}.jsonl")
+def compile_plan(a, model, d, name, cluster, flags):
+    """Compiles the plan of `flags` into d/name.bin with its report
+    (d/name.json); returns the report's plan."""
+    report = f"{d}/{name}.json"
     run([HPC_OPT, model, f"--input-shape=input_ids={a.batch},{a.seq}", "--train",
          "--loss=cross-entropy:logits,labels", "--optimizer=adamw", "--lr=1e-3",
-         f"--cluster={cluster}", f"--report={report}", *flags, "-o", binary])
-    if a.reuse and os.path.exists(metrics) and reused_plan_matches(report, metrics):
-        with open(report) as f:
-            plan = json.load(f)["plan"]
-        meas = summary_record(metrics, PROG)
-        return plan["prediction"], meas, plan, [meas["step_time_s"]]
-    launch = launcher(a, ranks)
-    runs = []
-    for r in range(a.repeat):
-        out = f"{d}/{name}.run{r}.jsonl"
-        run(launch + [binary, "train", "--data", f"input_ids={d}/input_ids.npy", "--data",
-                      f"labels={d}/labels.npy", "--steps", str(a.steps), "--metrics", out])
-        runs.append((summary_record(out, PROG)["step_time_s"], out))
-    # Runs of a small model's steps on shared cores differ by up to a third
-    # (process placement, the other ranks' threads): the median run stands
-    # for the plan, and the calibration run's file is that run's.
-    runs.sort()
-    os.replace(runs[len(runs) // 2][1], metrics)
-    for _, out in runs[:len(runs) // 2] + runs[len(runs) // 2 + 1:]:
-        os.remove(out)
+         f"--cluster={cluster}", f"--report={report}", *flags, "-o", f"{d}/{name}.bin"])
     with open(report) as f:
-        plan = json.load(f)["plan"]
-    with open(metrics + ".plan", "w") as f:
-        f.write(describe(plan))
-    return plan["prediction"], summary_record(metrics, PROG), plan, [t for t, _ in runs]
+        return json.load(f)["plan"]
 
 
-def reused_plan_matches(report, metrics):
-    """Whether the run measured into `metrics` is of the plan just compiled
-    (a grid plan always is; a searched one only when the search chose the
-    same plan again)."""
+def train_rounds(a, d, entries):
+    """Trains every entry (name, binary, ranks, plan) --repeat times in
+    rounds, one run of each per round, so that the machine's drift over the
+    rounds (a shared VM's steps differ by a tenth to a third between
+    minutes) hits every plan alike. The run whose step time is the median
+    stands for its plan: it is kept as d/name.jsonl (with its plan beside
+    it, d/name.jsonl.plan), the others are removed. Returns name -> the
+    runs' step times."""
+    runs = {name: [] for name, _, _, _ in entries}
+    for r in range(a.repeat):
+        for name, binary, ranks, _ in entries:
+            out = f"{d}/{name}.run{r}.jsonl"
+            run(launcher(a, ranks) + [binary, "train", "--data", f"input_ids={d}/input_ids.npy",
+                                      "--data", f"labels={d}/labels.npy", "--steps",
+                                      str(a.steps), "--metrics", out])
+            runs[name].append((summary_record(out, PROG)["step_time_s"], out))
+    for name, _, _, plan in entries:
+        kept = sorted(runs[name])
+        os.replace(kept[len(kept) // 2][1], f"{d}/{name}.jsonl")
+        for _, out in kept[:len(kept) // 2] + kept[len(kept) // 2 + 1:]:
+            os.remove(out)
+        with open(f"{d}/{name}.jsonl.plan", "w") as f:
+            f.write(describe(plan))
+    return {name: [t for t, _ in kept] for name, kept in runs.items()}
+
+
+def reusable(a, d, name, plan):
+    """With --reuse: whether d/name.jsonl holds a run of `plan` (a grid
+    plan's always does; a searched one only when the search chose the same
+    plan again)."""
     try:
-        with open(metrics + ".plan") as f:
-            measured = f.read()
+        with open(f"{d}/{name}.jsonl.plan") as f:
+            return a.reuse and os.path.exists(f"{d}/{name}.jsonl") and f.read() == describe(plan)
     except OSError:
         return False
-    with open(report) as f:
-        return describe(json.load(f)["plan"]) == measured
 
 
 def spread(times):
@@ -185,7 +188,8 @@ def main():
                     help="predict the runs already measured in --workdir again, without "
                          "training them again (model variants on the same runs)")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of each plan; the median run's step counts (default 3)")
+                    help="rounds of runs, one of each plan a round; a plan's median run "
+                         "counts (default 3)")
     ap.add_argument("--apply-collective-overhead", action="store_true",
                     help="plan with the measured collective overhead "
                          "(calibration.collective_overhead_us), which hpc-calibrate records only")
@@ -211,47 +215,71 @@ def main():
 
 def measure(a):
     os.makedirs(a.workdir, exist_ok=True)
-    model, summary = gpt_with_tokens(a.workdir, a)
-    print(f"model: {summary}; batch {a.batch} x {a.seq} tokens, {a.steps} steps per plan")
+    d = a.workdir
+    model, summary = gpt_with_tokens(d, a)
+    print(f"model: {summary}; batch {a.batch} x {a.seq} tokens, {a.steps} steps per plan, "
+          f"{a.repeat} round(s) of runs")
     print(f"{'ranks':>5} {'plan':<28} {'predicted ms':>12} {'measured ms':>11} {'error':>7}"
           f"   measured compute / exposed comm / bubble ms (predicted)")
     for n in a.ranks:
         cluster = cluster_file(a, n)
-        errors, best, fitted = [], None, []
-        for k, (mesh, extra) in enumerate(GRID[n]):
+        # The grid on the plain cluster file, its runs in rounds.
+        grid = []
+        for mesh, extra in GRID[n]:
+            label = mesh + "".join(" " + e for e in extra)
             stages = int(dict(x.split("=") for x in mesh.split(",")).get("pp", 1))
             if stages > a.layers:
-                print(f"{n:5d} {mesh + ''.join(' ' + e for e in extra):28s} skipped: "
-                      f"pp={stages} exceeds the {a.layers} layers")
+                print(f"{n:5d} {label:28s} skipped: pp={stages} exceeds the {a.layers} layers")
                 continue
             name = f"n{n}-" + (mesh + "".join(extra)).replace("=", "").replace(",", "-") \
                 .replace("--", "-")
-            pred, meas, _, times = compile_and_train(a, model, a.workdir, name, cluster,
-                                                     [f"--mesh={mesh}", *extra, *fitted],
-                                                     mesh_ranks(mesh))
+            flags = [f"--mesh={mesh}", *extra]
+            grid.append((label, name, flags, mesh_ranks(mesh),
+                         compile_plan(a, model, d, name, cluster, flags)))
+        times = train_rounds(a, d, [(name, f"{d}/{name}.bin", ranks, plan)
+                                    for _, name, _, ranks, plan in grid
+                                    if not reusable(a, d, name, plan)])
+        # The predictions: with --recalibrate, of the model fitted to the
+        # first plan's run (itself, exact by construction, left out).
+        errors, best, fitted = [], None, []
+        for k, (label, name, flags, ranks, plan) in enumerate(grid):
+            if fitted:
+                plan = compile_plan(a, model, d, name, cluster, flags + fitted)
+            pred, meas = plan["prediction"], summary_record(f"{d}/{name}.jsonl", PROG)
             p, m = 1000 * pred["step_time_s"], 1000 * meas["step_time_s"]
             err = 100 * (p - m) / m
-            label = mesh + "".join(" " + e for e in extra)
             if a.recalibrate and k == 0:
-                # The calibration run: the rest are predicted on its fit.
-                fitted = [f"--recalibrate={a.workdir}/{name}.jsonl"]
+                fitted = [f"--recalibrate={d}/{name}.jsonl"]
                 label += " (calibration)"
             else:
                 errors.append(abs(err))
             print(f"{n:>5} {label:<28} {p:>12.3f} {m:>11.3f} {err:>+6.1f}%   "
                   + " / ".join(f"{1000 * meas[k]:.3f}" for k in PARTS[1:])
                   + "   (predicted " + " / ".join(f"{1000 * pred[k]:.3f}" for k in PARTS[1:])
-                  + ")" + spread(times))
-            if best is None or m < best[1]:
-                best = (label, m)
+                  + ")" + spread(times.get(name, [])))
+            if best is None or m < best[2]:
+                best = (label, name, m, ranks, plan)
         print(f"{n:>5} step-time error over {len(errors)} plans: mean {statistics.mean(errors):.1f}%"
               f", worst {max(errors):.1f}%")
-        pred, meas, plan, times = compile_and_train(a, model, a.workdir, f"n{n}-searched",
-                                                    cluster, ["--auto-parallel", *fitted], n)
-        m = 1000 * meas["step_time_s"]
-        print(f"{n:>5} searched {describe(plan)}: predicted {1000 * pred['step_time_s']:.3f} ms, "
-              f"measured {m:.3f} ms{spread(times)}; the grid's fastest, {best[0]}: {best[1]:.3f} ms "
-              f"(searched/best {m / best[1]:.2f})")
+        # The searched plan, its runs in rounds beside the grid's fastest
+        # plan again (the grid's runs were minutes earlier).
+        name = f"n{n}-searched"
+        plan = compile_plan(a, model, d, name, cluster, ["--auto-parallel", *fitted])
+        label, best_name, best_ms, best_ranks, best_plan = best
+        if reusable(a, d, name, plan):
+            m, b, times = 1000 * summary_record(f"{d}/{name}.jsonl", PROG)["step_time_s"], \
+                best_ms, {}
+        else:
+            again = f"{best_name}.again"
+            times = train_rounds(a, d, [(name, f"{d}/{name}.bin", n, plan),
+                                        (again, f"{d}/{best_name}.bin", best_ranks, best_plan)])
+            m = 1000 * summary_record(f"{d}/{name}.jsonl", PROG)["step_time_s"]
+            b = 1000 * summary_record(f"{d}/{again}.jsonl", PROG)["step_time_s"]
+            label += " again"
+        print(f"{n:>5} searched {describe(plan)}: predicted "
+              f"{1000 * plan['prediction']['step_time_s']:.3f} ms, measured {m:.3f} ms"
+              f"{spread(times.get(name, []))}; the grid's fastest, {label}: {b:.3f} ms"
+              f"{spread(times.get(best_name + '.again', []))} (searched/best {m / b:.2f})")
     return 0
 
 

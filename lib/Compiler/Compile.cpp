@@ -207,7 +207,8 @@ std::string planSpec(DictionaryAttr plan) {
 /// The cost model's prediction of the plan, for the manifest: the parts of
 /// the step, the cluster and the recalibration's scales it was made with,
 /// and the plan itself (to be costed again by a recalibration).
-DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double networkScale) {
+DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double networkScale,
+                              double overlap) {
   Builder b(plan.getContext());
   SmallVector<NamedAttribute> items;
   for (const char *key :
@@ -217,6 +218,7 @@ DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double n
   items.push_back(b.getNamedAttr("plan", b.getStringAttr(planSpec(plan))));
   items.push_back(b.getNamedAttr("compute_scale", b.getF64FloatAttr(computeScale)));
   items.push_back(b.getNamedAttr("network_scale", b.getF64FloatAttr(networkScale)));
+  items.push_back(b.getNamedAttr("overlap", b.getF64FloatAttr(overlap)));
   return b.getDictionaryAttr(items);
 }
 
@@ -257,7 +259,8 @@ LogicalResult extendReport(MLIRContext *context, StringRef path, llvm::json::Obj
 /// a line for the log, the report's "recalibration" and "replan" sections,
 /// and whether to compile.
 bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networkScale,
-                 DictionaryAttr plan, std::optional<double> running,
+                 double overlap, double clusterOverlap, DictionaryAttr plan,
+                 std::optional<double> running,
                  const hpc::CompileOptions &options, const hpc::FlowOptions &flow,
                  llvm::json::Object &sections) {
   double measured = run.measured[0], predicted = planNumber(plan, "step_time_s");
@@ -276,14 +279,17 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
   };
   std::string from = run.file + (run.step > 0 ? " at step " + std::to_string(run.step)
                                               : std::string(" (its summary)"));
-  log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2} "
-                         "(measured {3:f3} ms a step = compute {4:f3} + exposed communication "
-                         "{5:f3} + bubble {6:f3}; the binary predicted {7:f3} ms)",
-                         from, computeScale / run.computeScale,
-                         networkScale / run.networkScale, 1e3 * measured,
-                         1e3 * run.measured[1], 1e3 * run.measured[2], 1e3 * run.measured[3],
-                         1e3 * run.predicted[0])
-               .str());
+  std::string hidden =
+      overlap == clusterOverlap
+          ? ""
+          : llvm::formatv(", overlap {0:f2} (the cluster's {1:f2})", overlap, clusterOverlap).str();
+  log(llvm::formatv("recalibrated on {0}: compute x{1:f2}, communication x{2:f2}{3} "
+                    "(measured {4:f3} ms a step = compute {5:f3} + exposed communication "
+                    "{6:f3} + bubble {7:f3}; the binary predicted {8:f3} ms)",
+                    from, computeScale / run.computeScale, networkScale / run.networkScale,
+                    hidden, 1e3 * measured, 1e3 * run.measured[1], 1e3 * run.measured[2],
+                    1e3 * run.measured[3], 1e3 * run.predicted[0])
+          .str());
   std::string mesh =
       options.mesh.empty() ? std::string("of one rank") : std::string(options.mesh);
   std::string verdict =
@@ -323,7 +329,9 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
       {"measured", std::move(measuredParts)},
       {"predicted_by_the_run", std::move(predictedParts)},
       {"compute_scale", computeScale},
-      {"network_scale", networkScale}};
+      {"network_scale", networkScale},
+      {"overlap", overlap},
+      {"cluster_overlap", clusterOverlap}};
   sections["replan"] = llvm::json::Object{{"measured_step_s", measured},
                                           {"predicted_step_s", predicted},
                                           {"running_plan", run.plan},
@@ -383,11 +391,13 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   so.networkScale = networkScale;
   // The plan that ran, costed on the recalibrated model (quietly, on a copy).
   std::optional<double> running;
+  double overlap = cluster.efficiency.overlap;
   if (run && !run->plan.empty()) {
     OwningOpRef<ModuleOp> copy = module.clone();
-    auto cost = [&](double network) -> DictionaryAttr {
+    auto cost = [&](double network, double hidden) -> DictionaryAttr {
       hpc::DistSearchOptions again = so;
       again.networkScale = network;
+      again.overlap = hidden;
       again.mesh = run->plan;
       again.report = "";
       again.table = false;
@@ -397,31 +407,60 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
       evaluate.addPass(hpc::createDistSearch(again));
       return succeeded(evaluate.run(*copy)) ? searchedPlan(*copy) : nullptr;
     };
-    DictionaryAttr ran = cost(networkScale);
+    DictionaryAttr ran = cost(networkScale, overlap);
     if (!ran)
       return flowError(context, "recalibrate: cannot cost the plan that ran (" + run->plan +
                                     ") on this model");
     // The exposed communication is what the compute leaves unhidden, not
-    // proportional to the scale: find the scale at which the plan that ran
-    // predicts what it measured (it grows with the scale), bisecting in
-    // log space within 1000x either way.
+    // proportional to the scale: find the parameter at which the plan that
+    // ran predicts what it measured (the exposure grows with the scale and
+    // shrinks with the overlap), bisecting.
     double target = run->measured[2];
-    auto exposed = [&](double network) { return planNumber(cost(network), "exposed_comm_s"); };
+    auto exposed = [&](double network, double hidden) {
+      return planNumber(cost(network, hidden), "exposed_comm_s");
+    };
+    auto bisect = [](double lo, double hi, bool logSpace, auto below) {
+      for (int i = 0; i < 40 && (logSpace ? hi / lo > 1 + 1e-6 : hi - lo > 1e-6); ++i) {
+        double mid = logSpace ? std::sqrt(lo * hi) : (lo + hi) / 2;
+        (below(mid) ? lo : hi) = mid;
+      }
+      return logSpace ? std::sqrt(lo * hi) : (lo + hi) / 2;
+    };
     if (target > 0 && std::abs(planNumber(ran, "exposed_comm_s") - target) > 1e-3 * target) {
-      double lo = networkScale / 1e3, hi = networkScale * 1e3;
-      if (exposed(hi) <= target) {
-        networkScale = hi;
-      } else if (exposed(lo) >= target) {
-        networkScale = lo;
-      } else {
-        for (int i = 0; i < 40 && hi / lo > 1 + 1e-6; ++i) {
-          double mid = std::sqrt(lo * hi);
-          (exposed(mid) < target ? lo : hi) = mid;
-        }
-        networkScale = std::sqrt(lo * hi);
+      // From the scale the run was predicted with, not the ratio's guess
+      // (a plan that hides most of its communication makes that ratio
+      // large for a small miss).
+      networkScale = run->networkScale;
+      ran = cost(networkScale, overlap);
+      // More exposed than predicted: first less of it hidden, which the
+      // machine may not do (hpc-calibrate measures 0 on 2 cores that two
+      // ranks fill), before a slower network (which would slow every
+      // collective of every plan alike); only what no overlap explains is
+      // put on the network.
+      double predicted = planNumber(ran, "exposed_comm_s");
+      if (predicted < target && overlap > 0) {
+        // Only a plan that hides some of its communication says how much
+        // the machine hides.
+        double unhidden = exposed(networkScale, 0);
+        if (unhidden > predicted * (1 + 1e-6))
+          overlap = unhidden >= target
+                        ? bisect(0.0, overlap, false,
+                                 [&](double o) { return exposed(networkScale, o) >= target; })
+                        : 0;
+      }
+      if (std::abs(exposed(networkScale, overlap) - target) > 1e-3 * target) {
+        double lo = networkScale / 1e3, hi = networkScale * 1e3;
+        if (exposed(hi, overlap) <= target)
+          networkScale = hi;
+        else if (exposed(lo, overlap) >= target)
+          networkScale = lo;
+        else
+          networkScale = bisect(lo, hi, true,
+                                [&](double n) { return exposed(n, overlap) < target; });
       }
       so.networkScale = networkScale;
-      ran = cost(networkScale);
+      so.overlap = overlap;
+      ran = cost(networkScale, overlap);
     }
     running = planNumber(ran, "step_time_s");
   }
@@ -432,7 +471,7 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   DictionaryAttr planAttr = searchedPlan(module);
   if (!planAttr)
     return flowError(context, "dist-search left no plan on @main");
-  DictionaryAttr prediction = predictionAttr(planAttr, computeScale, networkScale);
+  DictionaryAttr prediction = predictionAttr(planAttr, computeScale, networkScale, overlap);
   // The ranks are laid on the cluster's nodes node-major; the runtime checks
   // that it was launched so.
   options.ranksPerNode = cluster.devicesPerNode;
@@ -464,7 +503,8 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   options.microBatches = microBatches;
   if (run) {
     llvm::json::Object sections;
-    bool compile = judgeReplan(*run, computeScale, networkScale, planAttr, running, options,
+    bool compile = judgeReplan(*run, computeScale, networkScale, overlap,
+                               cluster.efficiency.overlap, planAttr, running, options,
                                flow, sections);
     if (!options.report.empty() && failed(extendReport(context, options.report,
                                                        std::move(sections))))
