@@ -80,6 +80,13 @@ double hpc::search::scheduleObjective(const std::vector<double> &fill,
   return stepObjective(sum, maxQ, fill.size(), coreShare, coreLending);
 }
 
+/// scheduleObjective on the cores of ctx's cluster.
+static double objectiveOn(const CostContext &ctx, const std::vector<double> &fill,
+                          const std::vector<double> &steady) {
+  return scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
+                           ctx.cluster->device.coreLending);
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline schedules
 //===----------------------------------------------------------------------===//
@@ -682,8 +689,7 @@ Plan hpc::search::searchExhaustive(const CostContext &ctx,
             }
             if (!ok)
               continue;
-            double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
-                                   ctx.cluster->device.coreLending);
+            double J = objectiveOn(ctx, fill, steady);
             if (J < best) {
               best = J;
               bestChoices.clear();
@@ -766,8 +772,7 @@ Plan hpc::search::searchBruteForce(const CostContext &ctx,
               steady[s] = model.steady(o->cost);
             }
             if (fits) {
-              double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
-                                   ctx.cluster->device.coreLending);
+              double J = objectiveOn(ctx, fill, steady);
               if (J < best) {
                 best = J;
                 bestChoices.clear();
@@ -1065,8 +1070,7 @@ Plan bestUniform(const CostContext &ctx, const SearchSpace &space,
       leastMemory = std::min(leastMemory, worst);
       if (worst > limit)
         continue;
-      double J = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
-                                   ctx.cluster->device.coreLending);
+      double J = objectiveOn(ctx, fill, steady);
       if (J < best.stepTime) {
         best = Plan();
         best.valid = true;
@@ -1220,8 +1224,7 @@ void hpc::search::finalizePlan(const CostContext &ctx, Plan &plan) {
     steady[s] = model.steady(sp.cost);
   }
   plan.devicesUsed = n * S;
-  plan.stepTime = scheduleObjective(fill, steady, ctx.cluster->device.coreShare,
-                                   ctx.cluster->device.coreLending);
+  plan.stepTime = objectiveOn(ctx, fill, steady);
   int b = 0;
   for (int s = 1; s < S; ++s)
     if (steady[s] > steady[b])

@@ -378,10 +378,9 @@ double hpc::calibrate::measureCollectiveOverhead(const World &w, const RunOption
   return -1;
 }
 
-hpc::calibrate::CoreLending hpc::calibrate::measureCoreLending(const World &w,
-                                                               const RunOptions &o,
-                                                               double coreShare,
-                                                               const std::function<void()> &compute) {
+hpc::calibrate::CoreLending
+hpc::calibrate::measureCoreLending(const World &w, const RunOptions &o, double coreShare,
+                                   const std::function<void()> &compute) {
   CoreLending out;
   if (!w.mpi || w.size < 2)
     return out;
@@ -428,14 +427,13 @@ hpc::calibrate::CoreLending hpc::calibrate::measureCoreLending(const World &w,
     for (int k = 0; k < (o.quick ? 1 : 5); ++k) {
       double ta = round(all, false);
       as.push_back(ta);
-      ss.push_back(round([&] { std::this_thread::sleep_for(std::chrono::duration<double>(2 * ta)); },
-                         false));
-      ws.push_back(round(
-          [&] {
-            queue.submit(&token, 0, "recv", [&] { c.recv(&token, 1, HPCRT_F32, partner); });
-            queue.wait(&token);
-          },
-          true));
+      auto asleep = [&] { std::this_thread::sleep_for(std::chrono::duration<double>(2 * ta)); };
+      auto waiting = [&] {
+        queue.submit(&token, 0, "recv", [&] { c.recv(&token, 1, HPCRT_F32, partner); });
+        queue.wait(&token);
+      };
+      ss.push_back(round(asleep, false));
+      ws.push_back(round(waiting, true));
     }
     std::string error = queue.finishRun();
     if (!error.empty())
