@@ -113,9 +113,10 @@ double measureCollectiveOverhead(const World &world, const RunOptions &options,
 /// How much of a waiting rank's share of the cores goes to the ranks still
 /// computing, where the ranks outnumber the cores (a pipeline stage waiting
 /// for its input; the cost model's device.core_lending). The ranks pair up
-/// (2k computes, 2k+1 waits) and the computing half times `compute` three
-/// ways: every rank computing (`allS`), the partners asleep (`sleepS`: the
-/// cores are wholly theirs), and the partners waiting in a receive through
+/// (2k computes, 2k+1 waits) and the computing half times a loop of
+/// `compute` of about 20 ms (10 with --quick) three ways: every rank
+/// computing (`allS`), the partners asleep (`sleepS`: the cores are wholly
+/// theirs), and the partners waiting in a receive through
 /// the runtime's communication thread that the computing rank answers
 /// after (`waitS`, a step's wait: a spin that yields, then sleeps). The
 /// fraction is (all - wait) / ((1 - coreShare) x all) in [0, 1]: of the

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -393,9 +394,11 @@ hpc::calibrate::measureCoreLending(const World &w, const RunOptions &o, double c
     // is not timed.
     const int partner = w.rank ^ 1;
     const bool paired = partner < w.size, computes = w.rank % 2 == 0;
-    // Several of the scheduler's time slices long: shorter loops of ranks
-    // started at one barrier may run one after the other, unshared.
-    const int gemms = o.quick ? 8 : 32;
+    // Several of the scheduler's time slices long (20 ms, 10 with --quick),
+    // whatever `compute` takes: shorter loops of ranks started at one
+    // barrier may run one after the other, unshared.
+    double one = slowestPerCall(MPI_COMM_WORLD, 3, compute);
+    const int gemms = std::max(4, static_cast<int>(std::ceil((o.quick ? 0.01 : 0.02) / one)));
     float token = 0;
     // The computing ranks' slowest time of one round; `idle` is what their
     // partners do meanwhile.

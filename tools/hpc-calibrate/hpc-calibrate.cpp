@@ -270,13 +270,14 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   return c;
 }
 
-void printSummary(const cost::ClusterSpec &c, const std::string &path, bool shared,
+void printSummary(const cost::ClusterSpec &c, const std::string &path,
                   const CoreLending &lending) {
   const cost::Calibration &cal = c.calibration;
   printf("hpc-calibrate: %lld node(s) x %lld rank(s) of %s, %lld thread(s) per rank%s\n",
          static_cast<long long>(c.nodes), static_cast<long long>(c.devicesPerNode),
          c.device.kind.c_str(), static_cast<long long>(cal.threads),
          cal.quick ? " (quick)" : "");
+  bool shared = c.device.coreShare < 1;
   if (shared)
     printf("  the ranks share the cores (%.2f of a core each): each kernel case starts at a "
            "barrier, the median round counts\n",
@@ -370,7 +371,7 @@ int measureAndWrite(const World &w, const Options &o) {
     cost::ClusterSpec c = buildCluster(w, o, std::move(cal), lending);
     ok = writeCluster(c, o.output, error);
     if (ok)
-      printSummary(c, o.output, run.shared, lending);
+      printSummary(c, o.output, lending);
   }
   if (firstFailure(w, !ok) >= 0)
     return reportError(w.rank == 0, error);
