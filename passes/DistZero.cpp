@@ -7,12 +7,21 @@
 //
 //   stage 1: optimizer state split over dp (dim 0). The update runs on this
 //            rank's rows of the parameter (a copy, `dist.updates_shard`) and
-//            of the (all-reduced) gradient; the new rows are all-gathered
-//            back into the parameter by an hpc.assign at the end of the step.
-//   stage 2: also the gradient, annotated where the backward pass finishes
-//            it: a partial sum becoming dp rows is one reduce_scatter, so the
-//            full gradient dies there; the global norm adds the shards'
-//            partial sums of squares and reduces one scalar.
+//            of the gradient; the new rows are all-gathered back into the
+//            parameter by an hpc.assign at the end of the step. The gradient
+//            is reduce-scattered where the backward pass finishes it (the
+//            step's micro-batches have accumulated it by then): a partial
+//            sum becoming dp rows is one reduce_scatter, and the global norm
+//            adds the shards' partial sums of squares and reduces one
+//            scalar. A reduce-scatter and the gather are one all-reduce: dp's
+//            traffic, as in DeepSpeed's stage 1 and Megatron-LM's distributed
+//            optimizer (an all-reduce then a slice, PyTorch's
+//            ZeroRedundancyOptimizer, sends 1.5x).
+//   stage 2: also the gradient. The compiled step reduces once, after its
+//            micro-batches accumulated the gradient, so the full gradient
+//            dies at the reduction as under stage 1: the two stages compile
+//            to the same step (DeepSpeed's stage 2 reduce-scatters every
+//            micro-batch's gradient instead, to keep only rows between them).
 //
 //   stage 3: also the parameters (and their initial values): every use in
 //            the forward and backward passes gathers the parameter whole
@@ -109,11 +118,9 @@ struct DistZero : hpc::impl::DistZeroBase<DistZero> {
         state->setAttr("dist.sharding", rowsAttr);
       }
 
-      // Where the backward pass finishes the gradient, it is reduced: whole
-      // (stage 1, as plain dp) or into rows (stage 2). The update reads its
-      // rows (stage 1: of the all-reduced, clipped gradient; stage 2: the
-      // clipping multiply kept them).
-      annotateUpdateGradient(update, stage >= 2 ? rowsAttr : whole, rowsAttr);
+      // Where the backward pass finishes the gradient, it is reduced into
+      // rows, which the update reads (the clipping multiply keeps them).
+      annotateUpdateGradient(update, rowsAttr, rowsAttr);
       OpBuilder b(update);
       Location loc = update->getLoc();
       update->setAttr("dist.updates_shard", UnitAttr::get(ctx));
