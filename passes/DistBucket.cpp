@@ -397,7 +397,7 @@ struct DistBucket : hpc::impl::DistBucketBase<DistBucket> {
       // which for a 1 MiB bucket of the 4-layer GPT cost more than the
       // round trips it saved (docs/benchmarks.md). So only small pieces
       // share a gather: biases, norms, a small model's matrices.
-      cap = bucketBytes > 0 ? int64_t(bucketBytes) : int64_t(64) << 10;
+      cap = bucketBytes > 0 ? int64_t(bucketBytes) : int64_t(hpc::cost::kZeroGatherBucketBytes);
       for (Member &m : candidates(func.getBody().front(), /*gathers=*/true)) {
         if (!joins(bucket, bytes, m, cap))
           close();

@@ -76,16 +76,19 @@ def cluster_file(a, n):
     if not os.path.exists(path):
         run(launcher(a, n) + [CALIBRATE, "-o", path] if a.two_nodes
             else [CALIBRATE, "--ranks", str(n), "-o", path])
-    if not a.apply_overlap and not a.apply_collective_overhead:
+    if not a.apply_overlap and not a.apply_collective_overhead and not a.no_collective_overhead:
         return path
     # The measured overlap (calibration.overlap.fraction) and collective
-    # overhead (calibration.collective_overhead_us) as the model's.
+    # overhead (calibration.collective_overhead_us) as the model's, or no
+    # collective overhead.
     with open(path) as f:
         c = json.load(f)
     if a.apply_overlap:
         c["efficiency"]["overlap"] = c["calibration"]["overlap"]["fraction"]
     if a.apply_collective_overhead:
         c["efficiency"]["collective_overhead_us"] = c["calibration"]["collective_overhead_us"]
+    if a.no_collective_overhead:
+        c["efficiency"].pop("collective_overhead_us", None)
     applied = os.path.join(a.workdir, f"host-{n}-applied.json")
     with open(applied, "w") as f:
         json.dump(c, f, indent=1)
@@ -192,11 +195,18 @@ def main():
                          "counts (default 3)")
     ap.add_argument("--apply-collective-overhead", action="store_true",
                     help="plan with the measured collective overhead "
-                         "(calibration.collective_overhead_us), which hpc-calibrate records only")
+                         "(calibration.collective_overhead_us): hpc-calibrate applies it since "
+                         "2026-12-07, this applies it in cluster files written before")
+    ap.add_argument("--no-collective-overhead", action="store_true",
+                    help="plan without the collective overhead (efficiency.collective_overhead_us "
+                         "removed), for comparison")
     ap.add_argument("--apply-overlap", action="store_true",
                     help="plan with the measured overlap (calibration.overlap.fraction) "
                          "instead of the default efficiency.overlap")
     a = ap.parse_args()
+    if a.apply_collective_overhead and a.no_collective_overhead:
+        sys.exit(f"{PROG}: error: --apply-collective-overhead and --no-collective-overhead "
+                 "contradict each other")
     if a.repeat < 1:
         sys.exit(f"{PROG}: error: --repeat takes a count >= 1, got {a.repeat}")
     if a.two_nodes:

@@ -826,11 +826,15 @@ void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double net
     peak /= computeScale;
   c.device.memoryBandwidth /= computeScale;
   c.efficiency.kernelOverhead *= computeScale;
+  // The network scale is the links' (and the measured collectives'); the
+  // collective overhead is the hand-off to the communication thread and
+  // back, which a slower link does not lengthen: scaled with it, a dp run
+  // of few buckets made every tp collective's overhead 5-20x
+  // (docs/benchmarks.md, "The collective overhead, applied").
   for (LinkSpec *link : {&c.intraNode, &c.interNode}) {
     link->bandwidth /= networkScale;
     link->latency *= networkScale;
   }
-  c.efficiency.collectiveOverhead *= networkScale;
   for (CollectiveTiming &t : c.calibration.collectives)
     t.timeScale *= networkScale;
 }

@@ -337,6 +337,44 @@ double gemmTime(const CostContext &ctx, const Gemm &g, const StageConfig &cfg,
          bytes / (ctx.cluster->device.memoryBandwidth * e.memory);
 }
 
+/// How many gathers ZeRO-1/2's updated rows take in the compiled step:
+/// dist-bucket packs the pieces (one rank's rows), in order, while they add
+/// up to at most kZeroGatherBucketBytes, and gathers a larger one alone.
+/// Expert pieces travel on their own group, so they pack apart. A layer
+/// built with only a count of its tensors gathers each alone.
+double zeroGatherCount(const CostContext &ctx, const std::vector<LayerRun> &runs,
+                       const StageConfig &cfg, double eb) {
+  struct Packer {
+    double gathers = 0, open = -1; // bytes in the open bucket, -1: none
+    void add(double bytes) {
+      if (open < 0 || open + bytes > kZeroGatherBucketBytes) {
+        ++gathers;
+        open = bytes;
+      } else {
+        open += bytes;
+      }
+    }
+  } dense, experts;
+  double tp = double(cfg.tp), ep = double(cfg.ep);
+  double dp = double(cfg.dp), edp = double(std::max<int64_t>(cfg.dp / cfg.ep, 1));
+  for (const LayerRun &r : runs) {
+    const Layer &l = ctx.model->layers[r.layer];
+    if (l.tensors.empty()) {
+      dense.gathers += double(r.count) * l.paramTensors;
+      continue;
+    }
+    for (int i = 0; i < r.count; ++i)
+      for (const ParamTensor &t : l.tensors) {
+        double piece = t.elems / (t.tpSharded ? tp : 1) * eb;
+        if (t.expert)
+          experts.add(piece / ep / edp);
+        else
+          dense.add(piece / dp);
+      }
+  }
+  return dense.gathers + experts.gathers;
+}
+
 } // namespace
 
 StageCost hpc::cost::evaluateStage(const CostContext &ctx,
@@ -372,7 +410,6 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // step's and DeepSpeed's message size).
   double zero3Pass = 0;
   double tiedParams = 0;
-  double paramTensors = 0;
   for (const LayerRun &r : runs) {
     const Layer &l = ctx.model->layers[r.layer];
     double n = double(r.count);
@@ -433,7 +470,6 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     expertParams += n * expert;
     largestLayerParams = std::max(largestLayerParams, dense + expert);
     tiedParams += n * l.paramsTied;
-    paramTensors += n * l.paramTensors;
     // The compiled step gathers each parameter tensor on its own.
     if (cfg.dp > 1 && cfg.zero >= 3)
       zero3Pass += n * (flatRingPassTime(c, dense * eb, dpGroup) +
@@ -459,11 +495,13 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // after the update; only the later updates run beside it (the backward
   // pass is over), as in the compiled step and DeepSpeed's.
   double perMicro = 0, sync = 0, gather = 0;
-  // The compiled step gathers each updated parameter tensor on its own
-  // (an upper bound for the overhead: dist-bucket lets pieces under 64 KiB
-  // share a gather).
-  double zeroGather = allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup) +
-                      (cfg.dp > 1 ? paramTensors * eff.collectiveOverhead : 0);
+  // The compiled step gathers each updated parameter tensor on its own,
+  // but for small pieces, which share a gather.
+  double zeroGather =
+      allGatherTime(c, gd, dpGroup) + allGatherTime(c, ge, edpGroup) +
+      (cfg.dp > 1 && cfg.zero >= 1 && cfg.zero <= 2
+           ? zeroGatherCount(ctx, runs, cfg, eb) * eff.collectiveOverhead
+           : 0);
   if (cfg.dp > 1) {
     switch (cfg.zero) {
     case 0:

@@ -215,6 +215,7 @@ private:
           (shardedUse ? L->paramsExpertSharded : L->paramsExpertReplicated) += e;
         else
           (shardedUse ? L->paramsSharded : L->paramsReplicated) += e;
+        L->tensors.push_back({e, shardedUse, expert});
         names.push_back(w.getName().str());
         continue;
       }
@@ -581,6 +582,10 @@ std::string figureKey(const Layer &l) {
                    l.paramTensors, l.moeAllToAll, double(l.numExperts),
                    double(l.tpDivisor)})
     add(d);
+  for (const ParamTensor &t : l.tensors) {
+    add(t.elems);
+    key += std::string(t.tpSharded ? "s" : "r") + (t.expert ? "e" : "d");
+  }
   return key;
 }
 

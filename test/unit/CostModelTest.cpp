@@ -492,7 +492,8 @@ TEST(CostModelTest, CollectiveOverheadPerCollective) {
   // A block on 2 devices of one node, its gradient synchronization all
   // exposed: each collective pays the overhead once, the bucket's
   // all-reduce (ZeRO-1: reduce-scatter) once, and ZeRO-1's gather of the
-  // updated rows once per parameter tensor of the block (12).
+  // updated rows once per parameter tensor of the block (12: a layer built
+  // with only their count).
   BlockStage b(2048, 256, 4, "dgx-a100-80g:1", 8);
   ClusterSpec &c = b.c;
   b.ctx.options.overlapGradSync = false;
@@ -509,9 +510,23 @@ TEST(CostModelTest, CollectiveOverheadPerCollective) {
   cfg.zero = 1;
   EXPECT_NEAR(sync(), reduceScatterTime(c, grads, dp) + allGatherTime(c, grads, dp) + 13 * 40e-6,
               1e-12);
-  // Scaled with the links by a recalibration.
+  // With the layer's tensors known, the small pieces share gathers as
+  // dist-bucket packs them (in order, up to 64 KiB of one rank's rows; a
+  // larger piece alone): at h = 256 in bf16 over dp = 2, the norms and
+  // biases around the four matrices make 9 gathers of the 12 tensors.
+  double h = 256;
+  b.model.layers[0].tensors = {{h, false},         {h, false},      {3 * h * h, true},
+                               {3 * h, true},      {h * h, true},   {h, false},
+                               {h, false},         {h, false},      {4 * h * h, true},
+                               {4 * h, true},      {4 * h * h, true}, {h, false}};
+  EXPECT_NEAR(sync(), reduceScatterTime(c, grads, dp) + allGatherTime(c, grads, dp) + 10 * 40e-6,
+              1e-12);
+  // A recalibration scales the links, not the hand-off to the
+  // communication thread.
+  double bandwidth = c.intraNode.bandwidth;
   scaleClusterSpec(c, 1, 3);
-  EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 120e-6);
+  EXPECT_DOUBLE_EQ(c.intraNode.bandwidth, bandwidth / 3);
+  EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 40e-6);
 }
 
 TEST(CostModelTest, ZeroMemoryAndActivations) {

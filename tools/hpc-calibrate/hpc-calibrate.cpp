@@ -257,10 +257,12 @@ cost::ClusterSpec buildCluster(const World &w, const Options &o, cost::Calibrati
   c.efficiency.matmul = c.efficiency.memory = 1;
   c.efficiency.network = c.efficiency.networkInter = 1;
   c.efficiency.kernelOverhead = cal.kernelOverhead;
-  // The collective overhead is recorded, not applied, like the overlap:
-  // the one-run fit of hpc-opt --recalibrate predicted this machine's
-  // steps no better with it (docs/benchmarks.md, "Fewer, larger
-  // collectives"). efficiency.collective_overhead_us applies it.
+  // The collective overhead is applied: with ZeRO's gathers counted as the
+  // compiled step buckets them and a recalibration that no longer scales it
+  // with the network, it lowered every grid's error on this machine
+  // (docs/benchmarks.md, "The collective overhead, applied").
+  if (cal.collectiveOverhead > 0)
+    c.efficiency.collectiveOverhead = cal.collectiveOverhead;
   cal.present = true;
   cal.date = utcNow();
   cal.ranks = w.size;

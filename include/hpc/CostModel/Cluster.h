@@ -196,9 +196,10 @@ std::string clusterToJSON(const ClusterSpec &c);
 /// A recalibration from a measured run (hpc-opt --recalibrate): every
 /// compute time the model predicts on `c` becomes `computeScale` times as
 /// long (the peaks and memory bandwidth divided, the kernel overhead
-/// multiplied) and every communication time `networkScale` times (both
-/// levels' bandwidths divided, latencies and the collective overhead
-/// multiplied). Both scales > 0.
+/// multiplied) and every transfer `networkScale` times (both levels'
+/// bandwidths divided, latencies and the measured collectives' times
+/// multiplied; the collective overhead, a hand-off between threads, kept).
+/// Both scales > 0.
 void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale);
 
 } // namespace cost

@@ -46,6 +46,18 @@ struct Gemm {
   double flops() const { return 2 * batch * m * k * n; }
 };
 
+/// ZeRO-1/2's gathers of the updated rows share a gather while their pieces
+/// (one rank's rows) add up to at most this many bytes (dist-bucket, without
+/// --bucket-mb); a larger piece is gathered alone.
+inline constexpr double kZeroGatherBucketBytes = 64 * 1024;
+
+/// One parameter tensor of a layer.
+struct ParamTensor {
+  double elems = 0;
+  bool tpSharded = false; ///< split over the TP group
+  bool expert = false;    ///< an expert weight (split by ep)
+};
+
 enum class LayerKind { Embedding, Block, MoE, Head, Other };
 const char *layerKindName(LayerKind k);
 
@@ -79,6 +91,9 @@ struct Layer {
   double tpForwardCollectives = 0;   ///< how many collectives those are
   double tpBackwardCollectives = 0;  ///<   (each pays the collective overhead)
   double paramTensors = 0;           ///< parameter tensors the layer holds
+  /// Those tensors in the order the layer first reads them (extracted
+  /// layers; a layer built by hand may give only the count).
+  std::vector<ParamTensor> tensors;
   double moeAllToAll = 0;            ///< elements of one dispatch all-to-all
   int64_t numExperts = 0;            ///< > 0 for a mixture-of-experts layer
   int64_t tpDivisor = 0;             ///< tp must divide it (0: any tp)
