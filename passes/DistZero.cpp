@@ -19,9 +19,10 @@
 //            ZeroRedundancyOptimizer, sends 1.5x).
 //   stage 2: also the gradient. The compiled step reduces once, after its
 //            micro-batches accumulated the gradient, so the full gradient
-//            dies at the reduction as under stage 1: the two stages compile
-//            to the same step (DeepSpeed's stage 2 reduce-scatters every
-//            micro-batch's gradient instead, to keep only rows between them).
+//            dies at the reduction as under stage 1: the two stages make the
+//            same collectives, in buckets half the size under stage 2
+//            (dist-bucket). DeepSpeed's stage 2 reduce-scatters every
+//            micro-batch's gradient instead, to keep only rows between them.
 //
 //   stage 3: also the parameters (and their initial values): every use in
 //            the forward and backward passes gathers the parameter whole
