@@ -78,7 +78,7 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
                 report = this->report, memoryLimit = this->memoryLimit,
                 dtype = this->dtype, optimizer = this->optimizer,
                 zeroStages = this->zeroStages, recompute = this->recompute,
-                method = this->method;
+                method = this->method, layout = this->layout;
     // Reported on the location, not the op: one line, without the module
     // printed as a note.
     auto fail = [&](const llvm::Twine &message) {
@@ -132,6 +132,9 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
     if (!(clusterSpec.device.peakFlops[int(o.dtype)] > 0))
       return fail("the " + clusterSpec.device.kind + " has no " +
                   dtypeName(o.dtype) + " peak; choose another dtype");
+    if (layout != "megatron" && layout != "compiled")
+      return fail("layout '" + layout + "' is not megatron or compiled");
+    o.compiledLayout = layout == "compiled";
     if (optimizer == "adam")
       o.optimizer = Optimizer::Adam;
     else if (optimizer == "sgd")

@@ -1201,7 +1201,13 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
            "The fraction of the gradient synchronization that may hide under "
            "the backward pass, in [0, 1], instead of the cluster's "
            "efficiency.overlap (a recalibration from a measured run; < 0: "
-           "the cluster's)">
+           "the cluster's)">,
+    Option<"layout", "layout", "std::string", /*default=*/"\"megatron\"",
+           "Whose tensor-parallel step to price: megatron (Megatron-LM's: "
+           "vocabulary-parallel embedding and loss, a fused QKV weight held "
+           "in pieces; its published runs) or compiled (this compiler's: "
+           "the logits gathered for the loss, the embedding and a fused QKV "
+           "weight held whole, their gradients gathered; hpc-opt --train)">
   ];
   let dependentDialects = ["hpc::HPCDialect"];
 }

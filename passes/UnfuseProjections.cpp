@@ -27,61 +27,6 @@ using namespace mlir;
 
 namespace {
 
-/// A projection by a weight along the last dimension: matmul(x, W) [+ b]
-/// or gemm(x, W [, b]), optionally followed by a reshape that keeps the
-/// last dimension (exporters flatten the tokens around a gemm).
-struct Projection {
-  Operation *op = nullptr; // the matmul or gemm
-  hpc::AddOp add;          // the bias add of a matmul
-  hpc::ReshapeOp reshape;  // the reshape after it
-  Value weight, bias;
-  bool transposed = false; // gemm trans_b: W is [N, K]
-};
-
-bool isWeight(Value v, int64_t rank) {
-  return v.getDefiningOp<hpc::WeightOp>() &&
-         cast<RankedTensorType>(v.getType()).getRank() == rank;
-}
-
-int64_t lastDim(Value x) { return cast<RankedTensorType>(x.getType()).getShape().back(); }
-
-std::optional<Projection> matchProjection(Value v) {
-  Projection p;
-  if (auto reshape = v.getDefiningOp<hpc::ReshapeOp>()) {
-    if (!v.hasOneUse() || lastDim(reshape.getInput()) != lastDim(v))
-      return std::nullopt;
-    p.reshape = reshape;
-    v = reshape.getInput();
-  }
-  if (!v.hasOneUse())
-    return std::nullopt;
-  int64_t n = lastDim(v);
-  if (auto add = v.getDefiningOp<hpc::AddOp>()) {
-    for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
-                        std::pair(add.getRhs(), add.getLhs())}) {
-      auto mm = a.getDefiningOp<hpc::MatMulOp>();
-      if (mm && a.hasOneUse() && isWeight(b, 1) && lastDim(b) == n) {
-        p.op = mm;
-        p.add = add;
-        p.bias = b;
-      }
-    }
-  } else if (auto mm = v.getDefiningOp<hpc::MatMulOp>()) {
-    p.op = mm;
-  } else if (auto gemm = v.getDefiningOp<hpc::GemmOp>()) {
-    Value c = gemm.getC();
-    if (gemm.getTransA() || (c && !(isWeight(c, 1) && lastDim(c) == n)))
-      return std::nullopt;
-    p.op = gemm;
-    p.bias = c;
-    p.transposed = gemm.getTransB();
-  }
-  if (!p.op || !isWeight(p.op->getOperand(1), 2))
-    return std::nullopt;
-  p.weight = p.op->getOperand(1);
-  return p;
-}
-
 RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
   auto rt = cast<RankedTensorType>(t);
   SmallVector<int64_t> shape(rt.getShape());
@@ -134,13 +79,7 @@ void hpc::unfuseSplitProjections(func::FuncOp func, bool splitWeights) {
   SmallVector<hpc::SplitOp> splits;
   func.walk([&](hpc::SplitOp op) { splits.push_back(op); });
   for (hpc::SplitOp split : splits) {
-    auto type = cast<RankedTensorType>(split.getInput().getType());
-    int64_t rank = type.getRank();
-    int64_t axis = int64_t(split.getAxis()) < 0 ? int64_t(split.getAxis()) + rank
-                                               : int64_t(split.getAxis());
-    if (axis != rank - 1)
-      continue;
-    std::optional<Projection> p = matchProjection(split.getInput());
+    std::optional<hpc::SplitProjection> p = hpc::matchSplitProjection(split);
     if (!p)
       continue;
     OpBuilder b(split);

@@ -1346,6 +1346,61 @@ SmallVector<unsigned> hpc::inPlaceOperands(Operation *op) {
   return {};
 }
 
+namespace {
+
+bool isRankedWeight(Value v, int64_t rank) {
+  return v.getDefiningOp<WeightOp>() && cast<RankedTensorType>(v.getType()).getRank() == rank;
+}
+
+int64_t lastDimOf(Value x) { return cast<RankedTensorType>(x.getType()).getShape().back(); }
+
+} // namespace
+
+std::optional<hpc::SplitProjection> hpc::matchSplitProjection(SplitOp split) {
+  auto type = cast<RankedTensorType>(split.getInput().getType());
+  int64_t rank = type.getRank();
+  int64_t axis = int64_t(split.getAxis());
+  if (axis < 0)
+    axis += rank;
+  if (axis != rank - 1)
+    return std::nullopt;
+  SplitProjection p;
+  Value v = split.getInput();
+  if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    if (!v.hasOneUse() || lastDimOf(reshape.getInput()) != lastDimOf(v))
+      return std::nullopt;
+    p.reshape = reshape;
+    v = reshape.getInput();
+  }
+  if (!v.hasOneUse())
+    return std::nullopt;
+  int64_t n = lastDimOf(v);
+  if (auto add = v.getDefiningOp<AddOp>()) {
+    for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())}) {
+      auto mm = a.getDefiningOp<MatMulOp>();
+      if (mm && a.hasOneUse() && isRankedWeight(b, 1) && lastDimOf(b) == n) {
+        p.op = mm;
+        p.add = add;
+        p.bias = b;
+      }
+    }
+  } else if (auto mm = v.getDefiningOp<MatMulOp>()) {
+    p.op = mm;
+  } else if (auto gemm = v.getDefiningOp<GemmOp>()) {
+    Value c = gemm.getC();
+    if (gemm.getTransA() || (c && !(isRankedWeight(c, 1) && lastDimOf(c) == n)))
+      return std::nullopt;
+    p.op = gemm;
+    p.bias = c;
+    p.transposed = gemm.getTransB();
+  }
+  if (!p.op || !isRankedWeight(p.op->getOperand(1), 2))
+    return std::nullopt;
+  p.weight = p.op->getOperand(1);
+  return p;
+}
+
 bool hpc::isViewOp(Operation *op) {
   return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, DropoutOp>(op);
 }

@@ -183,6 +183,24 @@ std::string sliceBytes(llvm::StringRef data, llvm::ArrayRef<int64_t> inShape, in
 std::string pieceMajorBytes(llvm::StringRef data, llvm::ArrayRef<int64_t> shape,
                             int64_t eltBytes, int64_t dim, int64_t pieces);
 
+/// A projection by a weight along the last dimension whose result a split
+/// divides, as exporters fuse Q, K and V: matmul(x, W) [+ b] or gemm(x, W
+/// [, b]), optionally followed by a reshape that keeps the last dimension
+/// (exporters flatten the tokens around a gemm). Tensor parallelism runs it
+/// as one projection per piece (hpc::unfuseSplitProjections), and the cost
+/// model prices the weight that the compiled step then holds whole.
+struct SplitProjection {
+  mlir::Operation *op = nullptr; ///< the matmul or gemm
+  AddOp add;                     ///< the bias add of a matmul
+  ReshapeOp reshape;             ///< the reshape after it
+  mlir::Value weight, bias;
+  bool transposed = false;       ///< gemm trans_b: W is [N, K]
+};
+
+/// The projection `split` divides along its last dimension, each op between
+/// them used once; std::nullopt when the split is not such.
+std::optional<SplitProjection> matchSplitProjection(SplitOp split);
+
 } // namespace hpc
 
 #endif // HPC_DIALECT_HPC_HPCOPS_H

@@ -62,7 +62,8 @@ bool verifyCompileOptions(const CompileOptions &options, std::string &error);
 /// dtype), and for a train step with the same optimizer, ZeRO stage and
 /// recomputation: the ones given, or under auto-parallel the ones the flow
 /// builds for the search to choose from (ZeRO 0 to 2; recomputation full or
-/// none, selective costed as none).
+/// none, selective costed as none), its collectives as this compiler lays
+/// the step out (dist-search layout=compiled).
 void matchSearchToStep(DistSearchOptions &search, const CompileOptions &options);
 
 /// Compiles `module` (an imported hpc module; without `cluster`, imported

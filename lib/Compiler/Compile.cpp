@@ -549,6 +549,7 @@ void hpc::matchSearchToStep(DistSearchOptions &so, const CompileOptions &options
     so.dtype = stringifyPrecision(options.precision).str();
   if (!options.train)
     return;
+  so.layout = "compiled";
   so.optimizer = options.optimizer == "sgd" ? "sgd" : "adam";
   so.zeroStages = options.autoParallel    ? "0,1,2"
                   : options.zero.hasValue() ? std::to_string(options.zero)

@@ -365,7 +365,8 @@ double zeroGatherCount(const CostContext &ctx, const std::vector<LayerRun> &runs
     }
     for (int i = 0; i < r.count; ++i)
       for (const ParamTensor &t : l.tensors) {
-        double piece = t.elems / (t.tpSharded ? tp : 1) * eb;
+        bool split = t.tpSharded && !(t.tpWhole && ctx.options.compiledLayout);
+        double piece = t.elems / (split ? tp : 1) * eb;
         if (t.expert)
           experts.add(piece / ep / edp);
         else
@@ -410,6 +411,7 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
   // step's and DeepSpeed's message size).
   double zero3Pass = 0;
   double tiedParams = 0;
+  double tpGradGather = 0; // the compiled layout's gradient gathers over tp
   for (const LayerRun &r : runs) {
     const Layer &l = ctx.model->layers[r.layer];
     double n = double(r.count);
@@ -427,8 +429,13 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     fwd += l.kernels * eff.kernelOverhead;
     forward += n * fwd;
 
+    // Where the compiled step's layout differs from Megatron-LM's
+    // (TrainOptions::compiledLayout, Layer::paramsTpWhole).
+    bool compiled = o.compiledLayout;
+    double lookup = compiled ? 0 : l.tpLookupAllReduce;
+    double lookups = compiled ? 0 : l.tpLookupCollectives;
     if (cfg.tp > 1) {
-      double fb = l.tpForwardAllReduce * samples * eb;
+      double fb = (l.tpForwardAllReduce + lookup) * samples * eb;
       double bb = l.tpBackwardAllReduce * samples * eb;
       auto collective = [&](double bytes) {
         return cfg.sp ? reduceScatterTime(c, bytes, tpGroup) +
@@ -442,10 +449,21 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
       double regather = cfg.sp ? allGatherTime(c, fb, tpGroup) : 0;
       // The overhead is per collective: the bytes above add up several.
       double each = cfg.sp ? 2 : 1;
-      double calls = l.tpForwardCollectives * each * (cfg.recompute ? 2 : 1) +
-                     l.tpBackwardCollectives * each + (cfg.sp ? l.tpForwardCollectives : 0);
+      double forwardCalls = l.tpForwardCollectives + lookups;
+      double calls = forwardCalls * each * (cfg.recompute ? 2 : 1) +
+                     l.tpBackwardCollectives * each + (cfg.sp ? forwardCalls : 0);
       s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb) + regather +
                        calls * eff.collectiveOverhead);
+      if (compiled) {
+        // The logits gathered whole for the loss; the gradients of the
+        // parameters held whole gathered from their pieces (each micro-
+        // batch, off the critical path: hidden below under the backward).
+        double gathers = l.tpGradGathers;
+        s.tpComm += n * issued(allGatherTime(c, l.tpResultGather * samples * eb, tpGroup));
+        if (gathers > 0)
+          tpGradGather += n * gathers *
+                          issued(allGatherTime(c, l.tpGradGatherElems * eb / gathers, tpGroup));
+      }
       largestTPBuffer = std::max(largestTPBuffer, std::max(fb, bb));
     }
     if (l.numExperts > 0 && cfg.ep > 1) {
@@ -464,7 +482,8 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
     } else {
       s.activationsPerMicroBatch += n * saved;
     }
-    double dense = l.paramsReplicated + l.paramsSharded / tp;
+    double whole = compiled ? l.paramsTpWhole : 0;
+    double dense = l.paramsReplicated + whole + (l.paramsSharded - whole) / tp;
     double expert = (l.paramsExpertReplicated + l.paramsExpertSharded / tp) / ep;
     denseParams += n * dense;
     expertParams += n * expert;
@@ -477,6 +496,11 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
                         l.paramTensors * eff.collectiveOverhead);
   }
   s.compute = forward * passes;
+  // The gradient gathers run beside the rest of the backward pass, as the
+  // data-parallel gradient sync does.
+  double backward = forward * (passes - 1);
+  s.tpComm += o.overlapGradSync ? std::max(0.0, tpGradGather - eff.overlap * backward)
+                                : tpGradGather;
 
   // Pipeline sends: the boundary activation (forward) and its gradient
   // (backward), split over the TP ranks (scatter/gather optimization).
@@ -525,7 +549,6 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
       break;
     }
   }
-  double backward = forward * (passes - 1);
   s.zeroComm = o.overlapGradSync
                    ? std::max(0.0, perMicro - eff.overlap * s.compute)
                    : perMicro;

@@ -146,6 +146,8 @@ public:
       if (isSharded(output) && !results.contains(output)) {
         L->tpForwardAllReduce += perSample(output); // gather at the boundary
         L->tpForwardCollectives += 1;
+      } else if (isSharded(output)) {
+        L->tpResultGather += perSample(output); // the logits, for the loss
       }
     }
     L->tpDivisor = tpDivisor;
@@ -201,8 +203,15 @@ private:
           continue;
         if (!countedWeights.insert(d).second) {
           // An earlier layer's parameter (its gradients meet across stages).
-          if (!ownWeights.contains(d) && tiedWeights.insert(d).second)
+          if (!ownWeights.contains(d) && tiedWeights.insert(d).second) {
             L->paramsTied += double(t.getNumElements());
+            // Read in pieces here and whole by its lookup, it is held
+            // whole, and the gradient's pieces computed here are gathered.
+            if (shardedUse) {
+              L->tpGradGatherElems += double(t.getNumElements());
+              L->tpGradGathers += 1;
+            }
+          }
           continue;
         }
         ownWeights.insert(d);
@@ -215,6 +224,7 @@ private:
           (shardedUse ? L->paramsExpertSharded : L->paramsExpertReplicated) += e;
         else
           (shardedUse ? L->paramsSharded : L->paramsReplicated) += e;
+        tensorOf[d] = L->tensors.size();
         L->tensors.push_back({e, shardedUse, expert});
         names.push_back(w.getName().str());
         continue;
@@ -224,7 +234,40 @@ private:
     }
   }
 
+  /// Marks this layer's split parameter `v` is computed from as held whole
+  /// by the compiled step, its gradient gathered over tp in `gathers`
+  /// pieces (0: computed whole on every rank).
+  void holdWhole(Value v, double gathers) {
+    Operation *d = v.getDefiningOp();
+    while (d && isView(d))
+      d = d->getOperand(0).getDefiningOp();
+    auto it = tensorOf.find(d);
+    if (it == tensorOf.end())
+      return;
+    ParamTensor &t = L->tensors[it->second];
+    if (!t.tpSharded || t.tpWhole || t.expert)
+      return;
+    t.tpWhole = true;
+    L->paramsTpWhole += t.elems;
+    if (gathers > 0) {
+      L->tpGradGatherElems += t.elems;
+      L->tpGradGathers += gathers;
+    }
+  }
+
   void visit(Operation *op) {
+    if (auto split = dyn_cast<hpc::SplitOp>(op)) {
+      // A fused projection split into Q, K and V: each rank reads three
+      // column blocks of the weight, not one piece, so dist-partition holds
+      // it whole and gathers its gradient, a gather per block (the bias's
+      // blocks in one).
+      if (isSharded(split.getInput()))
+        if (std::optional<hpc::SplitProjection> p = hpc::matchSplitProjection(split)) {
+          holdWhole(p->weight, double(split.getNumResults()));
+          if (p->bias)
+            holdWhole(p->bias, 1);
+        }
+    }
     bool anySharded = false;
     for (Value o : op->getOperands())
       anySharded |= isAct(o) && isSharded(o);
@@ -244,11 +287,13 @@ private:
       if (!isAct(ga.getInput()) && isAct(ga.getIndices())) {
         // Vocabulary-parallel embedding: each rank looks up its rows; the
         // partial results are all-reduced.
+        // (Megatron-LM's; the compiled step looks up in the whole table.)
         Value r = ga.getResult();
         sharded[r] = false;
-        L->tpForwardAllReduce += perSample(r);
-        L->tpForwardCollectives += 1;
+        L->tpLookupAllReduce += perSample(r);
+        L->tpLookupCollectives += 1;
         noteWeights(ga.getInput(), true, false);
+        holdWhole(ga.getInput(), 0);
         L->otherElemsReplicated += 2 * perSample(r);
         L->kernels += 1;
         return;
@@ -538,6 +583,8 @@ private:
   llvm::DenseMap<Value, bool> sharded;
   llvm::DenseSet<Value> savedSet, bwdReduced, dispatched;
   llvm::DenseMap<Operation *, int> regionOf;
+  /// This layer's parameters: the weight op -> its index in L->tensors.
+  llvm::DenseMap<Operation *, size_t> tensorOf;
   std::vector<Operation *> regionOrder;
   std::vector<int> parent;
   int64_t tpDivisor = 0;
@@ -579,12 +626,13 @@ std::string figureKey(const Layer &l) {
                    l.savedReplicated, l.savedSharded, l.savedFp32,
                    l.inputElems, l.outputElems, l.tpForwardAllReduce,
                    l.tpBackwardAllReduce, l.tpForwardCollectives, l.tpBackwardCollectives,
-                   l.paramTensors, l.moeAllToAll, double(l.numExperts),
-                   double(l.tpDivisor)})
+                   l.paramTensors, l.paramsTpWhole, l.tpGradGatherElems, l.tpGradGathers,
+                   l.tpResultGather, l.tpLookupAllReduce, l.tpLookupCollectives,
+                   l.moeAllToAll, double(l.numExperts), double(l.tpDivisor)})
     add(d);
   for (const ParamTensor &t : l.tensors) {
     add(t.elems);
-    key += std::string(t.tpSharded ? "s" : "r") + (t.expert ? "e" : "d");
+    key += std::string(t.tpSharded ? "s" : "r") + (t.expert ? "e" : "d") + (t.tpWhole ? "w" : "");
   }
   return key;
 }

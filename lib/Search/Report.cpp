@@ -240,9 +240,19 @@ std::string hpc::search::planToJSON(const CostContext &ctx, const Plan &plan,
         {"saved_fp32", l.savedFp32},
         {"input_elements", l.inputElems},
         {"output_elements", l.outputElems},
-        {"tp_forward_allreduce", l.tpForwardAllReduce},
+        {"tp_forward_allreduce", l.tpForwardAllReduce + l.tpLookupAllReduce},
         {"tp_backward_allreduce", l.tpBackwardAllReduce},
-        {"tp_divisor", l.tpDivisor}};
+        {"tp_divisor", l.tpDivisor},
+        // Where this compiler's step differs (training.layout "compiled"):
+        // parameter elements held whole over tp, those of them whose
+        // gradient is gathered and in how many gathers, the logits
+        // gathered for the loss, and the vocabulary-parallel lookup's
+        // all-reduce (in tp_forward_allreduce) it does not make.
+        {"params_tp_whole", l.paramsTpWhole},
+        {"tp_grad_gather_elements", l.tpGradGatherElems},
+        {"tp_grad_gathers", l.tpGradGathers},
+        {"tp_result_gather", l.tpResultGather},
+        {"tp_lookup_allreduce", l.tpLookupAllReduce}};
     if (l.numExperts) {
       o["experts"] = l.numExperts;
       o["moe_all_to_all"] = l.moeAllToAll;
@@ -268,6 +278,7 @@ std::string hpc::search::planToJSON(const CostContext &ctx, const Plan &plan,
            {"dtype", dtypeName(ctx.options.dtype)},
            {"optimizer",
             ctx.options.optimizer == Optimizer::Adam ? "adam" : "sgd"},
+           {"layout", ctx.options.compiledLayout ? "compiled" : "megatron"},
            {"memory_limit_bytes", ctx.memoryLimit()}}},
       {"plan", planJSON(ctx, plan)},
       {"search",

@@ -56,6 +56,10 @@ struct ParamTensor {
   double elems = 0;
   bool tpSharded = false; ///< split over the TP group
   bool expert = false;    ///< an expert weight (split by ep)
+  /// Of a tpSharded tensor: held whole on every TP rank in this compiler's
+  /// step (a fused QKV projection's, a looked-up embedding's), though
+  /// Megatron-LM holds its piece (TrainOptions::compiledLayout).
+  bool tpWhole = false;
 };
 
 enum class LayerKind { Embedding, Block, MoE, Head, Other };
@@ -91,6 +95,23 @@ struct Layer {
   double tpForwardCollectives = 0;   ///< how many collectives those are
   double tpBackwardCollectives = 0;  ///<   (each pays the collective overhead)
   double paramTensors = 0;           ///< parameter tensors the layer holds
+  /// Where this compiler's step differs from Megatron-LM's layout
+  /// (TrainOptions::compiledLayout): dist-partition holds a parameter whole
+  /// over TP unless its products all read it in one split, so a fused QKV
+  /// projection (read through a three-way split) and an embedding (a lookup
+  /// needs its table whole) stay whole, and the gradients of those its
+  /// products compute in pieces are gathered over TP every micro-batch.
+  double paramsTpWhole = 0;          ///< of paramsSharded: held whole
+  double tpGradGatherElems = 0;      ///< parameter elements gathered over TP
+  double tpGradGathers = 0;          ///<   in this many gathers
+  /// Elements per sample of a TP-split graph result (the logits) that the
+  /// compiled step gathers whole for the loss (Megatron-LM's
+  /// vocabulary-parallel cross-entropy does not).
+  double tpResultGather = 0;
+  /// Elements per sample of a vocabulary-parallel lookup's all-reduce
+  /// (Megatron-LM's; the compiled step looks up in the whole table).
+  double tpLookupAllReduce = 0;
+  double tpLookupCollectives = 0;
   /// Those tensors in the order the layer first reads them (extracted
   /// layers; a layer built by hand may give only the count).
   std::vector<ParamTensor> tensors;
@@ -128,6 +149,9 @@ struct TrainOptions {
   DType dtype = DType::BF16;     ///< compute and storage type of activations
   Optimizer optimizer = Optimizer::Adam;
   bool overlapGradSync = true;   ///< gradient sync may hide under backward
+  /// Price this compiler's step (Layer::paramsTpWhole and the fields after
+  /// it) rather than Megatron-LM's layout, which the published runs used.
+  bool compiledLayout = false;
   double memoryLimit = 0;        ///< usable bytes per device (0: the device's)
 };
 
