@@ -166,6 +166,11 @@ void hpc::buildPartitionPipeline(mlir::OpPassManager &pm, llvm::StringRef mesh,
                                  llvm::StringRef compress,
                                  const GradientCodecOptions &codecOptions,
                                  bool sequenceParallel) {
+  // Equal ops become one before they are partitioned: an activation that
+  // two products' weight gradients transpose alike (the unfused Q, K and
+  // V projections') is then transposed, and under sequence parallelism
+  // gathered, once instead of once per product.
+  pm.addPass(mlir::createCSEPass());
   if (zeroStage != 0) {
     DistZeroOptions zero;
     zero.stage = zeroStage;
