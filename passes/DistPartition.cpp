@@ -61,6 +61,17 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     return collective->getResult(0);
   }
 
+  /// The plain all-reduce sum (no codec, one level) `v` is the result of,
+  /// when `v` has no other reader: its reduction may move past that reader.
+  static AllReduceOp soleSumReduction(Value v) {
+    auto ar = v.getDefiningOp<AllReduceOp>();
+    if (!ar || !v.hasOneUse() || ar.getReduction() != ReductionKind::sum ||
+        ar.getCompressionAttr() || ar.getRanksPerNodeAttr() || ar.getFeedback() ||
+        ar.getInput().getType() != v.getType())
+      return {};
+    return ar;
+  }
+
   /// A sum of terms of which several are all-reduced on their own becomes
   /// one all-reduce of their local sum: the global gradient norm adds one
   /// square per parameter, and each parameter split over tp (or ZeRO's dp
@@ -70,19 +81,11 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
   /// communication thread (~0.1 ms on 2 shared cores). The terms are
   /// summed in another order (float rounding only).
   void combineReducedSums(Block &body) {
-    auto reduced = [](Value v) -> AllReduceOp {
-      auto ar = v.getDefiningOp<AllReduceOp>();
-      if (!ar || !v.hasOneUse() || ar.getReduction() != ReductionKind::sum ||
-          ar.getCompressionAttr() || ar.getRanksPerNodeAttr() || ar.getFeedback() ||
-          ar.getInput().getType() != v.getType())
-        return {};
-      return ar;
-    };
     hpc::forEachAddTree(body, 2, [&](hpc::AddTree &tree) {
       // The all-reduced terms by their axes.
       llvm::MapVector<Attribute, SmallVector<AllReduceOp>> groups;
       for (Value v : tree.leaves)
-        if (AllReduceOp ar = reduced(v))
+        if (AllReduceOp ar = soleSumReduction(v))
           groups[ar.getAxes()].push_back(ar);
       llvm::SmallPtrSet<Operation *, 8> combined;
       for (auto &[axes, members] : groups)
@@ -129,10 +132,8 @@ struct DistPartition : hpc::impl::DistPartitionBase<DistPartition> {
     SmallVector<hpc::ReduceSumOp> sums;
     body.walk([&](hpc::ReduceSumOp sum) { sums.push_back(sum); });
     for (hpc::ReduceSumOp sum : sums) {
-      auto ar = sum.getInput().getDefiningOp<AllReduceOp>();
-      if (!ar || !ar.getResult().hasOneUse() || ar.getReduction() != ReductionKind::sum ||
-          ar.getCompressionAttr() || ar.getRanksPerNodeAttr() || ar.getFeedback() ||
-          ar.getInput().getType() != ar.getType())
+      AllReduceOp ar = soleSumReduction(sum.getInput());
+      if (!ar)
         continue;
       OpBuilder b(sum);
       auto local = cast<hpc::ReduceSumOp>(b.clone(*sum));
