@@ -442,17 +442,28 @@ StageCost hpc::cost::evaluateStage(const CostContext &ctx,
                             allGatherTime(c, bytes, tpGroup)
                       : allReduceTime(c, bytes, tpGroup);
       };
-      double fwdComm = collective(fb);
+      // Each collective at its own size (the bytes above add up several):
+      // neither a link's latency nor a calibration table's time is linear
+      // in the bytes.
+      auto split = [](double bytes, double calls, auto time) {
+        calls = std::max(1.0, calls);
+        return calls * time(bytes / calls);
+      };
+      double forwardCalls = l.tpForwardCollectives + lookups;
+      double fwdComm = split(fb, forwardCalls, collective);
+      double bwdComm = split(bb, l.tpBackwardCollectives, collective);
       // Sequence parallelism keeps a column-parallel product's input split
       // along the sequence: the backward pass gathers it again for the
       // weight gradient (Megatron-LM's too, and the compiled step's).
-      double regather = cfg.sp ? allGatherTime(c, fb, tpGroup) : 0;
-      // The overhead is per collective: the bytes above add up several.
+      double regather =
+          cfg.sp ? split(fb, forwardCalls,
+                         [&](double bytes) { return allGatherTime(c, bytes, tpGroup); })
+                 : 0;
+      // The overhead is per collective.
       double each = cfg.sp ? 2 : 1;
-      double forwardCalls = l.tpForwardCollectives + lookups;
       double calls = forwardCalls * each * (cfg.recompute ? 2 : 1) +
                      l.tpBackwardCollectives * each + (cfg.sp ? forwardCalls : 0);
-      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + collective(bb) + regather +
+      s.tpComm += n * (fwdComm * (cfg.recompute ? 2 : 1) + bwdComm + regather +
                        calls * eff.collectiveOverhead);
       if (compiled) {
         // The logits gathered whole for the loss; the gradients of the

@@ -521,11 +521,17 @@ TEST(CostModelTest, CollectiveOverheadPerCollective) {
                                {4 * h, true},      {4 * h * h, true}, {h, false}};
   EXPECT_NEAR(sync(), reduceScatterTime(c, grads, dp) + allGatherTime(c, grads, dp) + 10 * 40e-6,
               1e-12);
-  // A recalibration scales the links, not the hand-off to the
-  // communication thread.
-  double bandwidth = c.intraNode.bandwidth;
+  // A recalibration to a slower network scales the links' bandwidth, not
+  // their latency nor the hand-off to the communication thread; to a
+  // faster one the latency as well.
+  double bandwidth = c.intraNode.bandwidth, latency = c.intraNode.latency;
   scaleClusterSpec(c, 1, 3);
   EXPECT_DOUBLE_EQ(c.intraNode.bandwidth, bandwidth / 3);
+  EXPECT_DOUBLE_EQ(c.intraNode.latency, latency);
+  EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 40e-6);
+  scaleClusterSpec(c, 1, 0.5);
+  EXPECT_DOUBLE_EQ(c.intraNode.bandwidth, bandwidth / 1.5);
+  EXPECT_DOUBLE_EQ(c.intraNode.latency, latency / 2);
   EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 40e-6);
 }
 
@@ -616,10 +622,12 @@ TEST(CostModelTest, TensorParallelCommunicationAndCompute) {
   StageConfig cfg;
   cfg.tp = 8;
   StageCost inNode = evaluateStage(ctx, runs, cfg, 1, place);
-  // 4 layers x (2 forward + 2 backward) all-reduces of s h bf16 elements.
-  double bytes = 2 * s * h * 2;
+  // 4 layers x (2 forward + 2 backward) all-reduces of s h bf16 elements,
+  // each priced at its own size: every call pays the link's latency.
+  double bytes = s * h * 2;
   EXPECT_DOUBLE_EQ(inNode.tpComm,
-                   4 * 2 * allReduceTime(c, bytes, tensorGroup(c, cfg)));
+                   4 * 4 * allReduceTime(c, bytes, tensorGroup(c, cfg)));
+  EXPECT_GT(inNode.tpComm, 4 * 2 * allReduceTime(c, 2 * bytes, tensorGroup(c, cfg)));
   cfg.recompute = true; // the forward all-reduces run again
   StageCost rc = evaluateStage(ctx, runs, cfg, 1, place);
   EXPECT_DOUBLE_EQ(rc.tpComm, 1.5 * inNode.tpComm);

@@ -197,8 +197,9 @@ std::string clusterToJSON(const ClusterSpec &c);
 /// compute time the model predicts on `c` becomes `computeScale` times as
 /// long (the peaks and memory bandwidth divided, the kernel overhead
 /// multiplied) and every transfer `networkScale` times (both levels'
-/// bandwidths divided, latencies and the measured collectives' times
-/// multiplied; the collective overhead, a hand-off between threads, kept).
+/// bandwidths divided and the measured collectives' times multiplied; the
+/// links' latencies only shortened, never lengthened, and the collective
+/// overhead, a hand-off between threads, kept).
 /// Both scales > 0.
 void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale);
 
