@@ -10,7 +10,8 @@
 // (hpcrt::comm::MpiComm over that communicator, a one-axis mesh; its
 // MpiGroupComm behind the Communicator interface) runs every collective
 // and a send/recv ping-pong at message sizes from 4 KiB up; a size's time
-// is the mean per call of the slowest member.
+// is the mean per call of the slowest member, the median of 3 rounds over
+// the whole table (1 with --quick).
 //
 // Sizes are nccl-tests' (test/runtime/CollectiveBench.cpp): the buffer of
 // all_reduce and broadcast, the whole output of all_gather, the whole input
@@ -219,21 +220,37 @@ std::vector<cost::CollectiveTiming> measureLevel(const char *level, MPI_Comm com
   Buffers b;
   b.send.assign(sizes.back() / 4, 1.0f);
   b.recv.assign(sizes.back() / 4, 0.0f);
+  // The whole table in rounds, each size's time the median of its rounds:
+  // one loop may take a stall the next does not (between the two test
+  // nodes, whose shaped link drops packets when its queue fills, a TCP
+  // retransmission timeout: one calibration's 16 MiB all-reduce took 187
+  // ms, another's 269, and a 16 MiB reduce-scatter 134 ms beside an
+  // all-gather of the same bytes at 71).
+  const std::vector<std::string> &kinds = cost::calibrationCollectiveKinds();
+  const int rounds = o.quick ? 1 : 3;
+  std::vector<std::vector<std::vector<double>>> times(
+      kinds.size(), std::vector<std::vector<double>>(sizes.size()));
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < kinds.size(); ++k)
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        size_t bytes = sizes[i];
+        size_t budget = o.quick ? size_t(8) << 20 : size_t(32) << 20;
+        int iters = static_cast<int>(std::clamp<size_t>(budget / bytes, o.quick ? 3 : 5,
+                                                        o.quick ? 20 : 200));
+        double t = slowestPerCall(comm, iters, [&] { runOnce(kinds[k], c, bytes, b); });
+        if (kinds[k] == "send_recv")
+          t /= 2; // one message of the round trip
+        times[k][i].push_back(t);
+      }
   std::vector<cost::CollectiveTiming> rows;
-  for (const std::string &kind : cost::calibrationCollectiveKinds()) {
+  for (size_t k = 0; k < kinds.size(); ++k) {
     cost::CollectiveTiming row;
     row.level = level;
-    row.kind = kind;
+    row.kind = kinds[k];
     row.groupSize = g;
-    for (size_t bytes : sizes) {
-      size_t budget = o.quick ? size_t(8) << 20 : size_t(32) << 20;
-      int iters = static_cast<int>(std::clamp<size_t>(budget / bytes, o.quick ? 3 : 5,
-                                                      o.quick ? 20 : 200));
-      double t = slowestPerCall(comm, iters, [&] { runOnce(kind, c, bytes, b); });
-      if (kind == "send_recv")
-        t /= 2; // one message of the round trip
-      row.sizes.push_back(static_cast<int64_t>(bytes));
-      row.seconds.push_back(std::max(t, 1e-9));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      row.sizes.push_back(static_cast<int64_t>(sizes[i]));
+      row.seconds.push_back(std::max(median(times[k][i]), 1e-9));
     }
     fitAlphaBeta(row);
     rows.push_back(std::move(row));
