@@ -99,10 +99,11 @@ struct DistSearchPass : hpc::impl::DistSearchBase<DistSearchPass> {
     std::string error;
     if (!parseClusterSpec(cluster, clusterSpec, error))
       return fail(error);
-    if (!(computeScale > 0) || !(networkScale > 0) || !std::isfinite(computeScale) ||
-        !std::isfinite(networkScale))
-      return fail("compute-scale and network-scale must be positive");
-    scaleClusterSpec(clusterSpec, computeScale, networkScale);
+    if (!(computeScale > 0) || !(networkScale > 0) || !(latencyScale > 0) ||
+        !std::isfinite(computeScale) || !std::isfinite(networkScale) ||
+        !std::isfinite(latencyScale))
+      return fail("compute-scale, network-scale and latency-scale must be positive");
+    scaleClusterSpec(clusterSpec, computeScale, networkScale, latencyScale);
     if (overlap > 1 || !std::isfinite(overlap))
       return fail("overlap must be a fraction <= 1 (< 0: the cluster's)");
     if (overlap >= 0)

@@ -1195,8 +1195,12 @@ def DistSearch : Pass<"dist-search", "mlir::ModuleOp"> {
            "cluster (a recalibration from a measured run: hpc-opt "
            "--recalibrate)">,
     Option<"networkScale", "network-scale", "double", /*default=*/"1.0",
-           "Multiply every communication time the cost model predicts on "
-           "the cluster (a recalibration from a measured run)">,
+           "Multiply the time every byte of communication takes on the "
+           "cluster (the links' bandwidths divided, measured collectives' "
+           "times multiplied; a recalibration from a measured run)">,
+    Option<"latencyScale", "latency-scale", "double", /*default=*/"1.0",
+           "Multiply the cluster's link latencies (a recalibration from a "
+           "measured run)">,
     Option<"overlap", "overlap", "double", /*default=*/"-1.0",
            "The fraction of the gradient synchronization that may hide under "
            "the backward pass, in [0, 1], instead of the cluster's "

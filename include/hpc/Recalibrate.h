@@ -34,7 +34,7 @@ struct MeasuredRun {
   double predicted[kStepParts] = {};
   /// The scales the prediction was made with (1 unless that binary came
   /// from a recalibration itself).
-  double computeScale = 1, networkScale = 1;
+  double computeScale = 1, networkScale = 1, latencyScale = 1;
   std::string cluster; ///< the cluster the binary was planned for
   /// The binary's plan as dist-search's `mesh` spec ("dp=2,tp=1,pp=1,
   /// zero=1,sp=0,recompute=0,mbs=4") and its pipeline schedule, so that it

@@ -208,7 +208,7 @@ std::string planSpec(DictionaryAttr plan) {
 /// the step, the cluster and the recalibration's scales it was made with,
 /// and the plan itself (to be costed again by a recalibration).
 DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double networkScale,
-                              double overlap) {
+                              double latencyScale, double overlap) {
   Builder b(plan.getContext());
   SmallVector<NamedAttribute> items;
   for (const char *key :
@@ -218,6 +218,7 @@ DictionaryAttr predictionAttr(DictionaryAttr plan, double computeScale, double n
   items.push_back(b.getNamedAttr("plan", b.getStringAttr(planSpec(plan))));
   items.push_back(b.getNamedAttr("compute_scale", b.getF64FloatAttr(computeScale)));
   items.push_back(b.getNamedAttr("network_scale", b.getF64FloatAttr(networkScale)));
+  items.push_back(b.getNamedAttr("latency_scale", b.getF64FloatAttr(latencyScale)));
   items.push_back(b.getNamedAttr("overlap", b.getF64FloatAttr(overlap)));
   return b.getDictionaryAttr(items);
 }
@@ -259,7 +260,7 @@ LogicalResult extendReport(MLIRContext *context, StringRef path, llvm::json::Obj
 /// a line for the log, the report's "recalibration" and "replan" sections,
 /// and whether to compile.
 bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networkScale,
-                 double overlap, double clusterOverlap, DictionaryAttr plan,
+                 double latencyScale, double overlap, double clusterOverlap, DictionaryAttr plan,
                  std::optional<double> running,
                  const hpc::CompileOptions &options, const hpc::FlowOptions &flow,
                  llvm::json::Object &sections) {
@@ -330,6 +331,7 @@ bool judgeReplan(const hpc::MeasuredRun &run, double computeScale, double networ
       {"predicted_by_the_run", std::move(predictedParts)},
       {"compute_scale", computeScale},
       {"network_scale", networkScale},
+      {"latency_scale", latencyScale},
       {"overlap", overlap},
       {"cluster_overlap", clusterOverlap}};
   sections["replan"] = llvm::json::Object{{"measured_step_s", measured},
@@ -359,7 +361,7 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   if (!hpc::cost::parseClusterSpec(options.cluster, cluster, error))
     return flowError(context, error);
   std::optional<hpc::MeasuredRun> run;
-  double computeScale = 1, networkScale = 1;
+  double computeScale = 1, networkScale = 1, latencyScale = 1;
   if (!options.recalibrate.empty()) {
     run.emplace();
     if (!hpc::readMeasuredRun(options.recalibrate, *run, error))
@@ -384,19 +386,34 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
                                       ": a profile of another model");
     }
     hpc::recalibrationScales(*run, computeScale, networkScale);
+    latencyScale = run->latencyScale;
   }
   int64_t microBatches = options.train ? int64_t(options.microBatches) : 1;
   hpc::DistSearchOptions so = searchOptions(options, moduleBatch(module), microBatches);
   so.computeScale = computeScale;
   so.networkScale = networkScale;
+  so.latencyScale = latencyScale;
   // The plan that ran, costed on the recalibrated model (quietly, on a copy).
   std::optional<double> running;
   double overlap = cluster.efficiency.overlap;
   if (run && !run->plan.empty()) {
     OwningOpRef<ModuleOp> copy = module.clone();
+    // The links' latency is not lengthened with the network (only what a
+    // run's bytes cannot explain goes on it, below): the run fitted is
+    // usually a dp step of few large buckets, which says little of it, and
+    // hpc-calibrate measures the overhead per call where the step runs.
+    // Lengthened, 4 ranks on 2 cores fitted 11x to a dp run's wait for the
+    // cores and priced each of tp=4's 25 small collectives 2-3x too slow.
+    // A faster run than predicted shortens it. The run's own binary may
+    // have been fitted so.
+    bool latencyToo = run->latencyScale > std::min(run->networkScale, 1.0);
+    auto latencyFor = [&](double network) {
+      return latencyToo ? network : std::min(network, 1.0);
+    };
     auto cost = [&](double network, double hidden) -> DictionaryAttr {
       hpc::DistSearchOptions again = so;
       again.networkScale = network;
+      again.latencyScale = latencyFor(network);
       again.overlap = hidden;
       again.mesh = run->plan;
       again.report = "";
@@ -450,6 +467,9 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
       }
       if (std::abs(exposed(networkScale, overlap) - target) > 1e-3 * target) {
         double lo = networkScale / 1e3, hi = networkScale * 1e3;
+        // What even 1000x the time a byte takes cannot explain (a run of
+        // small collectives on busy cores) lengthens the latency too.
+        latencyToo = exposed(hi, overlap) < target;
         if (exposed(hi, overlap) <= target)
           networkScale = hi;
         else if (exposed(lo, overlap) >= target)
@@ -462,6 +482,7 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
       so.overlap = overlap;
       ran = cost(networkScale, overlap);
     }
+    latencyScale = so.latencyScale = latencyFor(so.networkScale);
     running = planNumber(ran, "step_time_s");
   }
   PassManager search(context);
@@ -471,7 +492,8 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   DictionaryAttr planAttr = searchedPlan(module);
   if (!planAttr)
     return flowError(context, "dist-search left no plan on @main");
-  DictionaryAttr prediction = predictionAttr(planAttr, computeScale, networkScale, overlap);
+  DictionaryAttr prediction =
+      predictionAttr(planAttr, computeScale, networkScale, latencyScale, overlap);
   // The ranks are laid on the cluster's nodes node-major; the runtime checks
   // that it was launched so.
   options.ranksPerNode = cluster.devicesPerNode;
@@ -503,7 +525,7 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
   options.microBatches = microBatches;
   if (run) {
     llvm::json::Object sections;
-    bool compile = judgeReplan(*run, computeScale, networkScale, overlap,
+    bool compile = judgeReplan(*run, computeScale, networkScale, latencyScale, overlap,
                                cluster.efficiency.overlap, planAttr, running, options,
                                flow, sections);
     if (!options.report.empty() && failed(extendReport(context, options.report,

@@ -107,7 +107,9 @@ bool hpc::readMeasuredRun(llvm::StringRef spec, MeasuredRun &run, std::string &e
   }
   run.computeScale = predicted->getNumber("compute_scale").value_or(1);
   run.networkScale = predicted->getNumber("network_scale").value_or(1);
-  if (!(run.computeScale > 0) || !(run.networkScale > 0)) {
+  // Binaries before the latency had its own scale scaled it with the network.
+  run.latencyScale = predicted->getNumber("latency_scale").value_or(run.networkScale);
+  if (!(run.computeScale > 0) || !(run.networkScale > 0) || !(run.latencyScale > 0)) {
     error = "recalibrate: " + where + ": its prediction's scales are not positive";
     return false;
   }

@@ -821,26 +821,20 @@ std::string hpc::cost::clusterToJSON(const ClusterSpec &c) {
   return s;
 }
 
-void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale) {
+void hpc::cost::scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale,
+                                 double latencyScale) {
   for (double &peak : c.device.peakFlops)
     peak /= computeScale;
   c.device.memoryBandwidth /= computeScale;
   c.efficiency.kernelOverhead *= computeScale;
-  // The network scale is the links' bandwidth (and the measured
-  // collectives' times); the collective overhead is the hand-off to the
-  // communication thread and back, which a slower link does not lengthen:
-  // scaled with it, a dp run of few buckets made every tp collective's
-  // overhead 5-20x (docs/benchmarks.md, "The collective overhead,
-  // applied"). Nor is a link's latency made longer: the run the scale is
-  // fitted to says little of it (a dp step's few large buckets are all
-  // bytes), and per call hpc-calibrate measures the overhead where the step
-  // runs. Lengthened, 4 ranks on 2 cores fitted 11x to a dp run's wait for
-  // the cores and priced each of tp=4's 25 small collectives 2-3x too
-  // slow. A run faster than its prediction shortens it (the latency may
-  // be all that a run of small collectives shows).
+  // The collective overhead is the hand-off to the communication thread
+  // and back, which a slower link does not lengthen: scaled with the
+  // network, a dp run of few buckets made every tp collective's overhead
+  // 5-20x (docs/benchmarks.md, "The collective overhead, applied"). The
+  // latency has its own scale (hpc-opt --recalibrate chooses it).
   for (LinkSpec *link : {&c.intraNode, &c.interNode}) {
     link->bandwidth /= networkScale;
-    link->latency *= std::min(networkScale, 1.0);
+    link->latency *= latencyScale;
   }
   for (CollectiveTiming &t : c.calibration.collectives)
     t.timeScale *= networkScale;

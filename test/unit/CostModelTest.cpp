@@ -521,15 +521,14 @@ TEST(CostModelTest, CollectiveOverheadPerCollective) {
                                {4 * h, true},      {4 * h * h, true}, {h, false}};
   EXPECT_NEAR(sync(), reduceScatterTime(c, grads, dp) + allGatherTime(c, grads, dp) + 10 * 40e-6,
               1e-12);
-  // A recalibration to a slower network scales the links' bandwidth, not
-  // their latency nor the hand-off to the communication thread; to a
-  // faster one the latency as well.
+  // A recalibration scales the links' bandwidth and their latency apart,
+  // never the hand-off to the communication thread.
   double bandwidth = c.intraNode.bandwidth, latency = c.intraNode.latency;
-  scaleClusterSpec(c, 1, 3);
+  scaleClusterSpec(c, 1, 3, 1);
   EXPECT_DOUBLE_EQ(c.intraNode.bandwidth, bandwidth / 3);
   EXPECT_DOUBLE_EQ(c.intraNode.latency, latency);
   EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 40e-6);
-  scaleClusterSpec(c, 1, 0.5);
+  scaleClusterSpec(c, 1, 0.5, 0.5);
   EXPECT_DOUBLE_EQ(c.intraNode.bandwidth, bandwidth / 1.5);
   EXPECT_DOUBLE_EQ(c.intraNode.latency, latency / 2);
   EXPECT_DOUBLE_EQ(c.efficiency.collectiveOverhead, 40e-6);

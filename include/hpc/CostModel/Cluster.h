@@ -196,12 +196,12 @@ std::string clusterToJSON(const ClusterSpec &c);
 /// A recalibration from a measured run (hpc-opt --recalibrate): every
 /// compute time the model predicts on `c` becomes `computeScale` times as
 /// long (the peaks and memory bandwidth divided, the kernel overhead
-/// multiplied) and every transfer `networkScale` times (both levels'
-/// bandwidths divided and the measured collectives' times multiplied; the
-/// links' latencies only shortened, never lengthened, and the collective
-/// overhead, a hand-off between threads, kept).
-/// Both scales > 0.
-void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale);
+/// multiplied), every transfer's bytes `networkScale` times as long (both
+/// levels' bandwidths divided and the measured collectives' times
+/// multiplied) and the links' latencies `latencyScale` times (the
+/// collective overhead, a hand-off between threads, kept). All scales > 0.
+void scaleClusterSpec(ClusterSpec &c, double computeScale, double networkScale,
+                      double latencyScale);
 
 } // namespace cost
 } // namespace hpc
