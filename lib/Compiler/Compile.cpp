@@ -468,7 +468,10 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
       if (std::abs(exposed(networkScale, overlap) - target) > 1e-3 * target) {
         double lo = networkScale / 1e3, hi = networkScale * 1e3;
         // What even 1000x the time a byte takes cannot explain (a run of
-        // small collectives on busy cores) lengthens the latency too.
+        // small collectives on busy cores) lengthens the latency too:
+        // asked of the bytes alone, whatever the run's binary was fitted
+        // with, so that the bisection below runs in the mode it was bounded in.
+        latencyToo = false;
         latencyToo = exposed(hi, overlap) < target;
         if (exposed(hi, overlap) <= target)
           networkScale = hi;
