@@ -459,7 +459,12 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
     //    that another rank reads (the transpose of a tied weight's gradient,
     //    summed into the other use's) leads back to the backward ops of every
     //    micro-batch it reads: left in W, the rank that waits for it in its
-    //    own W block can hold up the B block that this rank waits for.
+    //    own W block can hold up the B block that this rank waits for. With
+    //    several micro-batches such an op is a sum over them (hpc-micro-
+    //    batches' running sums of the tied weight's parts), sent once after
+    //    the last and read with the optimizer, outside the blocks: it leaves
+    //    the micro-batches' ops where they are (a first stage's backward
+    //    stays all W, deferrable into the bubble).
     llvm::DenseSet<Operation *> inputGradient;
     {
       SmallVector<Operation *> work;
@@ -479,8 +484,9 @@ struct DistPipeline : hpc::impl::DistPipelineBase<DistPipeline> {
         for (Value v : op->getOperands())
           if (Operation *def = v.getDefiningOp();
               def && def->hasAttr(kBackwardAttr) && stageOf[def] == stageOf[op] &&
-              (!op->hasAttr(kMicroBatchAttr) ||
-               def->getAttr(kMicroBatchAttr) == op->getAttr(kMicroBatchAttr)))
+              (op->hasAttr(kMicroBatchAttr)
+                   ? def->getAttr(kMicroBatchAttr) == op->getAttr(kMicroBatchAttr)
+                   : micro == 1))
             work.push_back(def);
       }
     }

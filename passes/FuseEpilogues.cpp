@@ -13,11 +13,22 @@
 //    And a linear layer's weight gradient, reduce_sum over the batch of
 //    matmul(transpose(A), D), becomes one hpc.gemm with trans_a over all the
 //    rows (no transposed copy of A, no partial products to add up).
+//    And the transpose of a plain gemm's result (a tied LM head's weight
+//    gradient, [vocab, d] transposed once per micro-batch) becomes the gemm
+//    of the swapped operands (rewrite 0c).
 // 1. hpc.add(hpc.matmul(A, W), b) with W 2-D and b a vector over the output
 //    features becomes one hpc.gemm with C = b, between reshapes (views) that
 //    flatten A's leading dimensions and restore them.
 // 2. hpc.add(hpc.conv(x, w, b), r) without broadcast becomes the conv with
 //    `residual` r (oneDNN's binary post-op; a ResNet block's shortcut).
+// 2b. hpc.add(s, gemm) with s of the result's shape, made before the gemm,
+//    becomes the gemm with c = s (rewrite 6; oneDNN adds it as a binary
+//    post-op): a micro-batch's weight gradient is added to the sum so far as
+//    it is written.
+//    Before it, a scatter-add into zeros added to s scatters into s, and
+//    s + scatter_add(x) becomes scatter_add(s + x) (rewrites 7 and 8): an
+//    embedding's rows go into the running sum of its gradient, and a tied
+//    embedding's sum then goes into the head's gemm.
 // 3. An activation (hpc.relu, hpc.gelu, hpc.sigmoid, hpc.tanh, hpc.silu) of
 //    an hpc.gemm or hpc.conv, directly or through one hpc.reshape, becomes
 //    the product's `activation`.
@@ -55,6 +66,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace hpc {
@@ -426,6 +438,158 @@ bool fuseBatchSummedProduct(hpc::ReduceSumOp sum) {
   return true;
 }
 
+/// The plain gemm (no `c`, alpha 1, no activation) whose result `v` is,
+/// directly or through reshapes, each value on the way read only by the
+/// next op; null otherwise.
+hpc::GemmOp plainProductBehind(Value v) {
+  while (v.hasOneUse()) {
+    if (auto reshape = v.getDefiningOp<hpc::ReshapeOp>()) {
+      v = reshape.getInput();
+      continue;
+    }
+    auto gemm = v.getDefiningOp<hpc::GemmOp>();
+    if (!gemm || gemm.getC() || gemm.getAlpha().convertToDouble() != 1.0 ||
+        gemm.getActivation() != "none" || !isStaticFloat(gemm.getResult()))
+      return {};
+    return gemm;
+  }
+  return {};
+}
+
+/// Rewrite 0c: transpose(gemm(A, B)) with perm [1, 0], the gemm plain and
+/// read only by the transpose (through reshapes to its own shape) ->
+/// gemm(B, A) with the operands' transposes swapped and flipped:
+/// (op(A) op(B))^T = op(B)^T op(A)^T. A tied LM head's weight gradient is
+/// the product transposed (the head reads the embedding transposed), a
+/// pass over [vocab, d] per micro-batch that the kernel's strides replace.
+bool fuseTransposedProduct(hpc::TransposeOp tr) {
+  hpc::GemmOp gemm = plainProductBehind(tr.getInput());
+  if (!gemm || tr.getPerm() != ArrayRef<int64_t>{1, 0} ||
+      rankedOf(tr.getInput()).getShape() != rankedOf(gemm.getResult()).getShape())
+    return false;
+  OpBuilder b(tr);
+  auto swapped = hpc::GemmOp::create(
+      b, b.getFusedLoc({gemm.getLoc(), tr.getLoc()}), tr.getType(), gemm.getB(), gemm.getA(),
+      Value(), gemm.getAlphaAttr(), gemm.getBetaAttr(), b.getBoolAttr(!gemm.getTransB()),
+      b.getBoolAttr(!gemm.getTransA()), gemm.getActivationAttr());
+  Operation *dead = tr;
+  tr.getResult().replaceAllUsesWith(swapped.getResult());
+  // The transpose, then the reshapes and the gemm behind it.
+  while (dead && dead->use_empty()) {
+    Operation *next = dead->getNumOperands() ? dead->getOperand(0).getDefiningOp() : nullptr;
+    bool last = dead == gemm.getOperation();
+    dead->erase();
+    dead = last ? nullptr : next;
+  }
+  return true;
+}
+
+/// Whether `v` is available where `op` is: an argument of op's block or made
+/// before op in it.
+bool madeBefore(Value v, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+/// Rewrite 6 (2b): add(s, gemm(A, B)) or add(gemm(A, B), s), the gemm plain and
+/// read only by the add (through reshapes), s of the add's type and the
+/// gemm operands' element type, made before the gemm -> gemm(A, B, s) where
+/// the gemm was: the kernel adds s as its `c` (a binary post-op of the
+/// result's shape) while it writes the product. The gradients of
+/// micro-batches are accumulated this way (hpc-micro-batches' running sums:
+/// each micro-batch's product adds the sum so far), so a weight gradient's
+/// sum costs no pass of its own; so does an input gradient summed over
+/// products (the unfused Q, K and V projections' of their input). The gemm stays where it is (a pipeline stage's order is final): a
+/// product made before s (the sum's first term) is not the one fused.
+bool fuseAccumulation(hpc::AddOp add) {
+  Type type = add.getType();
+  if (add.getLhs().getType() != type || add.getRhs().getType() != type || !isStaticFloat(add))
+    return false;
+  for (unsigned i : {0u, 1u}) {
+    Value product = add->getOperand(i), s = add->getOperand(1 - i);
+    hpc::GemmOp gemm = plainProductBehind(product);
+    if (!gemm || product == s || !madeBefore(s, gemm) ||
+        rankedOf(gemm.getA()).getElementType() != rankedOf(s).getElementType() ||
+        rankedOf(gemm.getResult()).getElementType() != rankedOf(s).getElementType())
+      continue;
+    OpBuilder b(gemm);
+    Location loc = b.getFusedLoc({gemm.getLoc(), add.getLoc()});
+    Value c = reshapeTo(b, loc, s, rankedOf(gemm.getResult()).getShape());
+    auto fused = hpc::GemmOp::create(b, loc, gemm.getType(), gemm.getA(), gemm.getB(), c,
+                                     gemm.getAlphaAttr(), b.getF64FloatAttr(1.0),
+                                     gemm.getTransAAttr(), gemm.getTransBAttr(),
+                                     gemm.getActivationAttr());
+    add.getResult().replaceAllUsesWith(reshapeTo(b, loc, fused.getResult(), rankedOf(add).getShape()));
+    Operation *dead = add;
+    while (dead && dead->use_empty()) {
+      Operation *next = dead == add.getOperation() ? product.getDefiningOp()
+                        : dead->getNumOperands()   ? dead->getOperand(0).getDefiningOp()
+                                                   : nullptr;
+      bool last = dead == gemm.getOperation();
+      dead->erase();
+      dead = last ? nullptr : next;
+    }
+    return true;
+  }
+  return false;
+}
+
+/// Whether `v` is a float constant of zeros.
+bool isZeros(Value v) {
+  DenseElementsAttr attr;
+  return matchPattern(v, m_Constant(&attr)) && attr.isSplat() &&
+         isa<FloatType>(attr.getElementType()) && attr.getSplatValue<APFloat>().isZero();
+}
+
+/// The scatter-add of `v` (its reduction "add", read only by this use), else null.
+hpc::ScatterElementsOp scatterAddOf(Value v) {
+  auto scatter = v.getDefiningOp<hpc::ScatterElementsOp>();
+  return scatter && scatter.getReduction() == "add" && v.hasOneUse() ? scatter
+                                                                     : hpc::ScatterElementsOp();
+}
+
+/// Rewrite 7: add(s, scatter_add(zeros, i, u)) or add(scatter_add(zeros,
+/// i, u), s), of one type -> scatter_add(s, i, u) where the add was: the
+/// updates go into s instead of into a tensor of zeros added to it after.
+/// An embedding's gradient is the case (the lookup's rows scattered into
+/// [vocab, d]), added to the tied head's part and to the micro-batches'
+/// running sum: a zero fill and an add over [vocab, d] less.
+/// Rewrite 8: add(s, scatter_add(x, i, u)), x read only by the scatter ->
+/// scatter_add(add(s, x), i, u), so that s + x can go into x's gemm
+/// (rewrite 6): a tied embedding's running sum plus the head's part plus
+/// the lookup's rows is the head's gemm with c = the sum, then the scatter.
+bool fuseScatterAdd(hpc::AddOp add) {
+  Type type = add.getType();
+  if (add.getLhs().getType() != type || add.getRhs().getType() != type || !isStaticFloat(add))
+    return false;
+  for (unsigned i : {0u, 1u}) {
+    Value s = add->getOperand(1 - i);
+    hpc::ScatterElementsOp scatter = scatterAddOf(add->getOperand(i));
+    if (!scatter || scatter.getInput() == s || scatter.getInput().getType() != type)
+      continue;
+    Value x = scatter.getInput();
+    OpBuilder b(add);
+    Value into = s;
+    if (!isZeros(x)) {
+      if (!x.hasOneUse())
+        continue;
+      into = hpc::AddOp::create(b, add.getLoc(), type, s, x);
+    }
+    auto moved = hpc::ScatterElementsOp::create(
+        b, b.getFusedLoc({scatter.getLoc(), add.getLoc()}), type, into, scatter.getIndices(),
+        scatter.getUpdates(), scatter.getAxisAttr(), scatter.getReductionAttr());
+    add.getResult().replaceAllUsesWith(moved.getResult());
+    add.erase();
+    scatter.erase();
+    if (Operation *zeros = x.getDefiningOp(); zeros && into == s && zeros->use_empty())
+      zeros->erase();
+    return true;
+  }
+  return false;
+}
+
 /// add(conv(x, w, b), r) or add(r, conv(...)), no broadcast, the conv's
 /// result read only by the add, no activation or residual yet ->
 /// conv(x, w, b) residual(r) in the add's place. The add's own position is
@@ -582,6 +746,11 @@ struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
       for (hpc::ReduceSumOp sum : sums)
         if (fuseBatchSummedProduct(sum))
           ++numWeightGradients;
+      SmallVector<hpc::TransposeOp> transposes;
+      func.walk([&](hpc::TransposeOp tr) { transposes.push_back(tr); });
+      for (hpc::TransposeOp tr : transposes)
+        if (fuseTransposedProduct(tr))
+          ++numTransposedProducts;
       SmallVector<hpc::AddOp> adds;
       func.walk([&](hpc::AddOp add) { adds.push_back(add); });
       Bf16Biases bf16;
@@ -597,6 +766,26 @@ struct FuseEpilogues : hpc::impl::HPCFuseEpiloguesBase<FuseEpilogues> {
       for (hpc::AddOp add : residualAdds)
         if (fuseResidual(add))
           ++numResiduals;
+      // Scatter-adds first: they leave the sums they were in as s + x for
+      // the accumulation below. Until none is left (a scatter moved out of
+      // one add may meet the next).
+      for (bool changed = true; changed;) {
+        changed = false;
+        SmallVector<hpc::AddOp> scatterSums;
+        func.walk([&](hpc::AddOp add) { scatterSums.push_back(add); });
+        for (hpc::AddOp add : scatterSums)
+          if (fuseScatterAdd(add)) {
+            ++numScatterAdds;
+            changed = true;
+          }
+      }
+      // After the bias adds (a gemm with its bias is not plain) and before
+      // the activations (act(s + gemm) is act's of the fused gemm).
+      SmallVector<hpc::AddOp> accumulations;
+      func.walk([&](hpc::AddOp add) { accumulations.push_back(add); });
+      for (hpc::AddOp add : accumulations)
+        if (fuseAccumulation(add))
+          ++numAccumulations;
       // After the bias and residual adds, so act(add(matmul)) becomes one
       // gemm and relu(add(conv, r)) one conv.
       SmallVector<std::pair<Operation *, StringRef>> acts;

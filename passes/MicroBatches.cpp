@@ -10,8 +10,11 @@
 // are alive at a time (the memory plan frees each one's before the next
 // starts). The ops that do not read the batch (weights, their transposes,
 // constants) run once and are shared. A cross entropy weighs each
-// micro-batch by its count of labels (lossWeight); state the step assigns
-// is carried from one micro-batch to the next.
+// micro-batch by its count of labels (lossWeight): in the seed its backward
+// pass starts from (hpc-autodiff's hpc.loss_scale input), so that its
+// gradients come out weighted and each costs one add a micro-batch (which
+// hpc-fuse-epilogues moves into the weight gradient's gemm). State the step
+// assigns is carried from one micro-batch to the next.
 //
 // With a `mesh` whose dp axis has G > 1 ranks (the mesh the step is then
 // partitioned over) micro-batch m takes rows [m b/G, (m+1) b/G) of each of the G
@@ -115,6 +118,17 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     for (Operation &op : body.without_terminator())
       if (auto assign = dyn_cast<AssignOp>(op))
         batchValues.insert(assign.getTarget());
+    // A micro-batch's weight goes into its backward pass's seed (a scalar)
+    // rather than onto each of its gradients (a pass over every weight's
+    // size per micro-batch): the backward is linear in its seed, so seeded
+    // with the weight it computes the weighted gradients themselves.
+    Value weightOfOne = lossWeight(ret);
+    Value seed = weightOfOne ? backwardSeed(func, weightOfOne) : Value();
+    llvm::DenseSet<Value> seeded; // the values the seed reaches
+    if (seed) {
+      batchValues.insert(seed);
+      seeded.insert(seed);
+    }
     int64_t streams = 0;
     for (Operation &op : body.without_terminator()) {
       if (auto mask = dyn_cast<DropoutMaskOp>(op))
@@ -125,6 +139,8 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
         continue;
       perBatch.insert(&op);
       batchValues.insert(op.getResults().begin(), op.getResults().end());
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return seeded.count(v); }))
+        seeded.insert(op.getResults().begin(), op.getResults().end());
     }
 
     // The arguments now hold the whole batch.
@@ -145,7 +161,6 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
     // gradients alive at the end of a copy), and in the last micro-batch
     // each gradient's reduction can start while the backward goes on (the
     // overlap of dist-async-collectives, as in DDP).
-    Value weightOfOne = lossWeight(ret);
     if (weightOfOne && !batchValues.count(weightOfOne))
       weightOfOne = {}; // a count that does not depend on the batch: equal weights
     OpBuilder b(ret);
@@ -179,7 +194,7 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
         if (parts.size() > 1)
           splitSums.push_back(whole.getDefiningOp());
         for (auto [k, v] : llvm::enumerate(parts)) {
-          if (weightOfOne)
+          if (weightOfOne && !(seed && seeded.count(results[i])))
             v = g.mul(v, g.castTo(w, cast<RankedTensorType>(v.getType()).getElementType()));
           if (m == 0)
             sums[i].push_back(v);
@@ -211,6 +226,9 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
           mask.setStream(mask.getStream() + m * streams);
         if (weightOfOne && !w && (w = map.lookupOrNull(weightOfOne))) {
           weights = m == 0 ? w : g.add(weights, w);
+          if (seed)
+            map.map(seed, g.mul(seed, g.castTo(w, cast<RankedTensorType>(seed.getType())
+                                                      .getElementType())));
           for (unsigned i : waiting)
             accumulate(i);
           waiting.clear();
@@ -320,6 +338,30 @@ struct HPCMicroBatches : hpc::impl::HPCMicroBatchesBase<HPCMicroBatches> {
       if (auto name = func.getResultAttrOfType<StringAttr>(i, "hpc.name");
           name && name.getValue() == "loss")
         return crossEntropyCount(ret.getOperand(i));
+    return {};
+  }
+
+  /// The seed hpc-autodiff starts the backward pass from (its 0-d
+  /// hpc.loss_scale input), where every op that reads it comes after the
+  /// op that counts the micro-batch's labels (`count`), so that each
+  /// micro-batch's copy of them can read the seed times its own count.
+  /// Null otherwise (a seed autodiff made a constant): the gradients are
+  /// weighted one by one.
+  static Value backwardSeed(func::FuncOp func, Value count) {
+    Operation *counted = count.getDefiningOp();
+    if (!counted)
+      return {};
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "hpc.name");
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!name || name.getValue() != "hpc.loss_scale" || !type || type.getRank() != 0 ||
+          !isa<FloatType>(type.getElementType()))
+        continue;
+      for (Operation *user : arg.getUsers())
+        if (user->getBlock() != counted->getBlock() || !counted->isBeforeInBlock(user))
+          return {};
+      return arg;
+    }
     return {};
   }
 

@@ -76,6 +76,21 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
       convolution's epilogue (a binary post-op), so the residual add of a
       ResNet block, and with the next rule its relu, cost no pass over
       memory of their own.
+    - `hpc.transpose(hpc.gemm(A, B))` with perm [1, 0], the gemm without
+      `c`, alpha 1 and no activation, read only by the transpose (through
+      reshapes) -> `hpc.gemm(B, A)` with `trans_a` = !trans_b and `trans_b`
+      = !trans_a: a tied LM head's weight gradient without a transposed copy.
+    - `hpc.add(s, hpc.gemm(A, B))` (either operand order, through reshapes),
+      the gemm as above and read only by the add, s of the add's type and
+      the operands' element type and made before the gemm -> `hpc.gemm(A, B,
+      s)` where the gemm was: oneDNN adds s in the product's epilogue (a
+      binary post-op), so hpc-micro-batches' running sums of weight
+      gradients cost no pass of their own. Before it: `hpc.add(s,
+      scatter_elements(zeros, i, u) {reduction = "add"})` ->
+      `scatter_elements(s, i, u)`, and `hpc.add(s, scatter_elements(x, i,
+      u))` with x read only by the scatter -> `scatter_elements(hpc.add(s,
+      x), i, u)` (an embedding's gradient rows go into the running sum; a
+      tied embedding's sum plus the head's part then fuses as above).
     - `act(hpc.gemm)` or `act(hpc.conv)`, also `act(hpc.reshape(hpc.gemm))`
       and `act(hpc.reshape(hpc.conv))`, where act is `hpc.relu`,
       `hpc.gelu` (-> "gelu", or "gelu_tanh" for approximate "tanh"),
@@ -144,7 +159,13 @@ def HPCFuseEpilogues : Pass<"hpc-fuse-epilogues", "mlir::ModuleOp"> {
               "Batch-summed matmuls of a transposed activation made gemms with trans_a">,
     Statistic<"numBiases", "biases", "Bias adds of a matmul fused into a gemm">,
     Statistic<"numResiduals", "residuals", "Residual adds fused into a conv">,
-    Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">
+    Statistic<"numActivations", "activations", "Activations fused into a gemm or conv">,
+    Statistic<"numTransposedProducts", "transposed-products",
+              "Transposes of a gemm's result made by the gemm (operands swapped)">,
+    Statistic<"numScatterAdds", "scatter-adds",
+              "Adds of a tensor to a scatter-add's result made by the scatter">,
+    Statistic<"numAccumulations", "accumulations",
+              "Adds of a tensor to a gemm's result made by the gemm (its c)">
   ];
 }
 

@@ -562,3 +562,99 @@ func.func @conv_residual_not_fused(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf
   %9 = hpc.add %8, %8 : (tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
   return %1, %3, %7, %9 : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>
 }
+
+// The transpose of a plain gemm's result (a tied LM head's weight gradient,
+// through the reshapes autodiff puts around it) is the gemm of the swapped
+// operands: (A^T D)^T = D^T A, no pass over the result.
+// CHECK-LABEL: func @transposed_product
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x64xf32>, %[[D:.+]]: tensor<8x100xf32>)
+// CHECK-NEXT: %[[X2:.+]] = hpc.reshape %[[X]]
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[D]], %[[X2]] {beta = 0.000000e+00 : f64, trans_a = true} : (tensor<8x100xf32>, tensor<8x64xf32>) -> tensor<100x64xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @transposed_product(%x: tensor<2x4x64xf32>, %d: tensor<8x100xf32>) -> tensor<100x64xf32> {
+  %x2 = hpc.reshape %x {shape = array<i64: 8, 64>} : (tensor<2x4x64xf32>) -> tensor<8x64xf32>
+  %g = hpc.gemm %x2, %d {beta = 0.0 : f64, trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>) -> tensor<64x100xf32>
+  %r = hpc.reshape %g {shape = array<i64: 1, 64, 100>} : (tensor<64x100xf32>) -> tensor<1x64x100xf32>
+  %r2 = hpc.reshape %r {shape = array<i64: 64, 100>} : (tensor<1x64x100xf32>) -> tensor<64x100xf32>
+  %t = hpc.transpose %r2 {perm = array<i64: 1, 0>} : (tensor<64x100xf32>) -> tensor<100x64xf32>
+  return %t : tensor<100x64xf32>
+}
+
+// Two micro-batches' weight gradients summed (hpc-micro-batches): the later
+// product adds the earlier as its c, where it is computed; the earlier one,
+// made before the later term exists, stays plain.
+// CHECK-LABEL: func @accumulated_gradient
+// CHECK-SAME: (%[[X0:.+]]: tensor<8x64xf32>, %[[D0:.+]]: tensor<8x100xf32>, %[[X1:.+]]: tensor<8x64xf32>, %[[D1:.+]]: tensor<8x100xf32>)
+// CHECK-NEXT: %[[G0:.+]] = hpc.gemm %[[X0]], %[[D0]] {beta = 0.000000e+00 : f64, trans_a = true}
+// CHECK-NEXT: %[[S:.+]] = hpc.gemm %[[X1]], %[[D1]], %[[G0]] {trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @accumulated_gradient(%x0: tensor<8x64xf32>, %d0: tensor<8x100xf32>, %x1: tensor<8x64xf32>, %d1: tensor<8x100xf32>) -> tensor<64x100xf32> {
+  %g0 = hpc.gemm %x0, %d0 {beta = 0.0 : f64, trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>) -> tensor<64x100xf32>
+  %g1 = hpc.gemm %x1, %d1 {beta = 0.0 : f64, trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>) -> tensor<64x100xf32>
+  %r1 = hpc.reshape %g1 {shape = array<i64: 1, 64, 100>} : (tensor<64x100xf32>) -> tensor<1x64x100xf32>
+  %r2 = hpc.reshape %r1 {shape = array<i64: 64, 100>} : (tensor<1x64x100xf32>) -> tensor<64x100xf32>
+  %s = hpc.add %g0, %r2 : (tensor<64x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+  return %s : tensor<64x100xf32>
+}
+
+// Neither rewrite: a bf16 product's f32 result plus an f32 sum (c has the
+// operands' type), and a product another op reads too.
+// CHECK-LABEL: func @product_not_fused
+// CHECK-NEXT: %[[B:.+]] = hpc.gemm %{{.+}}, %{{.+}} {beta = 0.000000e+00 : f64, trans_a = true} : (tensor<8x64xbf16>, tensor<8x100xbf16>) -> tensor<64x100xf32>
+// CHECK-NEXT: hpc.add %{{.+}}, %[[B]]
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %{{.+}}, %{{.+}} {beta = 0.000000e+00 : f64, trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>) -> tensor<64x100xf32>
+// CHECK-NEXT: hpc.add %{{.+}}, %[[G]]
+// CHECK-NEXT: hpc.transpose %[[G]]
+func.func @product_not_fused(%xb: tensor<8x64xbf16>, %db: tensor<8x100xbf16>, %x: tensor<8x64xf32>, %d: tensor<8x100xf32>, %s: tensor<64x100xf32>) -> (tensor<64x100xf32>, tensor<64x100xf32>, tensor<100x64xf32>) {
+  %b = hpc.gemm %xb, %db {beta = 0.0 : f64, trans_a = true} : (tensor<8x64xbf16>, tensor<8x100xbf16>) -> tensor<64x100xf32>
+  %ab = hpc.add %s, %b : (tensor<64x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+  %g = hpc.gemm %x, %d {beta = 0.0 : f64, trans_a = true} : (tensor<8x64xf32>, tensor<8x100xf32>) -> tensor<64x100xf32>
+  %a = hpc.add %s, %g : (tensor<64x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+  %t = hpc.transpose %g {perm = array<i64: 1, 0>} : (tensor<64x100xf32>) -> tensor<100x64xf32>
+  return %ab, %a, %t : tensor<64x100xf32>, tensor<64x100xf32>, tensor<100x64xf32>
+}
+
+// An embedding's gradient, rows scattered into zeros, added to a sum: the
+// rows go into the sum (no zero fill, no add).
+// CHECK-LABEL: func @embedding_gradient_sum
+// CHECK-SAME: (%[[S:.+]]: tensor<16x4xf32>, %[[I:.+]]: tensor<6x4xi64>, %[[U:.+]]: tensor<6x4xf32>)
+// CHECK-NEXT: %[[G:.+]] = hpc.scatter_elements %[[S]], %[[I]], %[[U]] {axis = 0 : i64, reduction = "add"}
+// CHECK-NEXT: return %[[G]]
+func.func @embedding_gradient_sum(%s: tensor<16x4xf32>, %i: tensor<6x4xi64>, %u: tensor<6x4xf32>) -> tensor<16x4xf32> {
+  %z = hpc.constant dense<0.0> : tensor<16x4xf32>
+  %g = hpc.scatter_elements %z, %i, %u {axis = 0 : i64, reduction = "add"} : (tensor<16x4xf32>, tensor<6x4xi64>, tensor<6x4xf32>) -> tensor<16x4xf32>
+  %a = hpc.add %s, %g : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  return %a : tensor<16x4xf32>
+}
+
+// A tied embedding's micro-batch: the running sum plus (the head's gemm plus
+// the lookup's rows) is the head's gemm with c = the sum, then the rows
+// scattered into it.
+// CHECK-LABEL: func @tied_embedding_sum
+// CHECK-SAME: (%[[SUM:.+]]: tensor<16x4xf32>, %[[H:.+]]: tensor<8x16xf32>, %[[D:.+]]: tensor<8x4xf32>, %[[I:.+]]: tensor<6x4xi64>, %[[U:.+]]: tensor<6x4xf32>)
+// CHECK-NEXT: %[[G:.+]] = hpc.gemm %[[H]], %[[D]], %[[SUM]] {trans_a = true}
+// CHECK-NEXT: %[[R:.+]] = hpc.scatter_elements %[[G]], %[[I]], %[[U]] {axis = 0 : i64, reduction = "add"}
+// CHECK-NEXT: return %[[R]]
+func.func @tied_embedding_sum(%sum: tensor<16x4xf32>, %h: tensor<8x16xf32>, %d: tensor<8x4xf32>, %i: tensor<6x4xi64>, %u: tensor<6x4xf32>) -> tensor<16x4xf32> {
+  %z = hpc.constant dense<0.0> : tensor<16x4xf32>
+  %head = hpc.gemm %h, %d {beta = 0.0 : f64, trans_a = true} : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %look = hpc.scatter_elements %z, %i, %u {axis = 0 : i64, reduction = "add"} : (tensor<16x4xf32>, tensor<6x4xi64>, tensor<6x4xf32>) -> tensor<16x4xf32>
+  %part = hpc.add %head, %look : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  %a = hpc.add %sum, %part : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  return %a : tensor<16x4xf32>
+}
+
+// Left alone: a scatter that takes the max, and a scatter-add into a value
+// another op reads too.
+// CHECK-LABEL: func @scatter_not_moved
+// CHECK-NEXT: %[[M:.+]] = hpc.scatter_elements %{{.+}} {axis = 0 : i64, reduction = "max"}
+// CHECK-NEXT: hpc.add %{{.+}}, %[[M]]
+// CHECK-NEXT: %[[G:.+]] = hpc.scatter_elements %{{.+}} {axis = 0 : i64, reduction = "add"}
+// CHECK-NEXT: hpc.add %{{.+}}, %[[G]]
+func.func @scatter_not_moved(%s: tensor<16x4xf32>, %x: tensor<16x4xf32>, %i: tensor<6x4xi64>, %u: tensor<6x4xf32>) -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) {
+  %m = hpc.scatter_elements %x, %i, %u {axis = 0 : i64, reduction = "max"} : (tensor<16x4xf32>, tensor<6x4xi64>, tensor<6x4xf32>) -> tensor<16x4xf32>
+  %a = hpc.add %s, %m : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  %g = hpc.scatter_elements %x, %i, %u {axis = 0 : i64, reduction = "add"} : (tensor<16x4xf32>, tensor<6x4xi64>, tensor<6x4xf32>) -> tensor<16x4xf32>
+  %b = hpc.add %s, %g : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  return %a, %b, %x : tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>
+}

@@ -2,6 +2,7 @@
 // RUN: hpc-opt %t/ce.mlir --hpc-micro-batches=count=2 | FileCheck %s --check-prefix=CE
 // RUN: hpc-opt %t/ce.mlir --hpc-micro-batches="count=2 mesh=dp=2" | FileCheck %s --check-prefix=DP
 // RUN: hpc-opt %t/ce.mlir --hpc-micro-batches=count=1 | FileCheck %s --check-prefix=ONE
+// RUN: hpc-opt %t/seed.mlir --hpc-micro-batches=count=2 | FileCheck %s --check-prefix=SEED
 // RUN: hpc-opt %t/mean.mlir --hpc-micro-batches=count=4 | FileCheck %s --check-prefix=MEAN
 // RUN: hpc-opt %t/errors.mlir --split-input-file --hpc-micro-batches="count=2 mesh=dp=8" -verify-diagnostics
 // RUN: not hpc-opt %t/ce.mlir --hpc-micro-batches=count=0 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -75,6 +76,47 @@ func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xf32> {hp
 
 // ONE: func.func @main(%arg0: tensor<4x3xf32> {hpc.name = "x"}
 // ONE-NOT: hpc.slice
+
+//--- seed.mlir
+// The same shape with hpc-autodiff's seed, its hpc.loss_scale input (the
+// backward pass written out: d tot = -seed / count). Each micro-batch's
+// backward starts from the seed times its count of labels, so its
+// gradients come out weighted: no pass over a gradient to weigh it, only
+// the sum and the mean.
+func.func @main(%x: tensor<4x3xf32> {hpc.name = "x"}, %labels: tensor<4xf32> {hpc.name = "labels"}, %seed: tensor<f32> {hpc.name = "hpc.loss_scale"}) -> (tensor<f32> {hpc.name = "loss"}, tensor<3xf32> {hpc.name = "grad.w"}) {
+  %w = hpc.variable "w" {role = "param"} : tensor<3xf32> = dense<1.0>
+  %e = hpc.exp %w : tensor<3xf32>
+  %xw = hpc.mul %x, %e : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %tot = hpc.reduce_sum %xw {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<f32>
+  %cnt = hpc.reduce_sum %labels {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+  %q = hpc.div %tot, %cnt : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %loss = hpc.neg %q : tensor<f32>
+  %nd = hpc.neg %seed : tensor<f32>
+  %dt = hpc.div %nd, %cnt : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %bx = hpc.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<4x3xf32>) -> tensor<3xf32>
+  %g0 = hpc.mul %bx, %e : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %g = hpc.mul %g0, %dt : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %loss, %g : tensor<f32>, tensor<3xf32>
+}
+// SEED: func.func @main(%arg0: tensor<8x3xf32> {hpc.name = "x"}, %arg1: tensor<8xf32> {hpc.name = "labels"}, %[[SEED:.+]]: tensor<f32> {hpc.name = "hpc.loss_scale"})
+// SEED: %[[C0:.+]] = hpc.reduce_sum %{{.+}} {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+// SEED-NEXT: %[[S0:.+]] = hpc.mul %[[SEED]], %[[C0]]
+// The loss is still weighted; the gradient is made weighted.
+// SEED: %[[L0:.+]] = hpc.neg
+// SEED-NEXT: hpc.mul %[[L0]], %[[C0]]
+// SEED: %[[N0:.+]] = hpc.neg %[[S0]]
+// SEED-NEXT: %[[D0:.+]] = hpc.div %[[N0]], %[[C0]]
+// SEED: %[[G0:.+]] = hpc.mul %{{.+}}, %[[D0]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// SEED-NOT: hpc.mul %[[G0]]
+// SEED: %[[C1:.+]] = hpc.reduce_sum %{{.+}} {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+// SEED-NEXT: %[[C:.+]] = hpc.add %[[C0]], %[[C1]]
+// SEED-NEXT: %[[S1:.+]] = hpc.mul %[[SEED]], %[[C1]]
+// SEED: %[[N1:.+]] = hpc.neg %[[S1]]
+// SEED-NEXT: %[[D1:.+]] = hpc.div %[[N1]], %[[C1]]
+// SEED: %[[G1:.+]] = hpc.mul %{{.+}}, %[[D1]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// SEED-NEXT: %[[SG:.+]] = hpc.add %[[G0]], %[[G1]]
+// SEED-NEXT: %[[GRAD:.+]] = hpc.div %[[SG]], %[[C]]
+// SEED: return %{{.+}}, %[[GRAD]]
 
 //--- mean.mlir
 // A loss without a count (a mean squared error): equal weights.

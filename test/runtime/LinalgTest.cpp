@@ -324,6 +324,27 @@ TEST(Gemm, FusedActivations) {
   EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos) << r.error;
 }
 
+// A C of the result's shape (hpc-fuse-epilogues' accumulation: a
+// micro-batch's weight gradient plus the sum so far) is added by oneDNN's
+// binary post-op, before the activation: act(op(A) op(B) + C), with A
+// transposed as a weight gradient's is.
+TEST(Gemm, WholeCAddedBeforeTheActivation) {
+  Val a = randomVal(HPCRT_F32, {9, 6}, 71), b = randomVal(HPCRT_F32, {9, 7}, 72);
+  Val c = randomVal(HPCRT_F32, {6, 7}, 73);
+  for (std::string act : {"none", "relu"}) {
+    std::vector<double> want;
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 7; ++j) {
+        double acc = c.v[i * 7 + j];
+        for (int64_t k = 0; k < 9; ++k)
+          acc += a.v[k * 6 + i] * b.v[k * 7 + j];
+        want.push_back(activationRef(act, acc));
+      }
+    expectNear(run1({hpcrt_gemm, {a, b, c}, {{HPCRT_F32, {6, 7}}}, {1, 0}, {1, 1}, {act}}), want,
+               1e-5, 1e-6);
+  }
+}
+
 TEST(Conv, FusedResidualAndRelu) {
   // relu(conv + bias + r) in one call equals the conv, then the add, then
   // the relu: a small conv (the own kernels, below 5 MFLOP) and one above
