@@ -456,6 +456,20 @@ hpc::GemmOp plainProductBehind(Value v) {
   return {};
 }
 
+/// Erases `user`, then what plainProductBehind walked from `v` (the
+/// reshapes, each read only by the next) down to `gemm`: all unread once
+/// `user` is gone.
+void eraseWithProduct(Operation *user, Value v, hpc::GemmOp gemm) {
+  user->erase();
+  while (Operation *def = v.getDefiningOp()) {
+    bool last = def == gemm.getOperation();
+    v = last ? Value() : def->getOperand(0);
+    def->erase();
+    if (last)
+      return;
+  }
+}
+
 /// Rewrite 0c: transpose(gemm(A, B)) with perm [1, 0], the gemm plain and
 /// read only by the transpose (through reshapes to its own shape) ->
 /// gemm(B, A) with the operands' transposes swapped and flipped:
@@ -472,15 +486,8 @@ bool fuseTransposedProduct(hpc::TransposeOp tr) {
       b, b.getFusedLoc({gemm.getLoc(), tr.getLoc()}), tr.getType(), gemm.getB(), gemm.getA(),
       Value(), gemm.getAlphaAttr(), gemm.getBetaAttr(), b.getBoolAttr(!gemm.getTransB()),
       b.getBoolAttr(!gemm.getTransA()), gemm.getActivationAttr());
-  Operation *dead = tr;
   tr.getResult().replaceAllUsesWith(swapped.getResult());
-  // The transpose, then the reshapes and the gemm behind it.
-  while (dead && dead->use_empty()) {
-    Operation *next = dead->getNumOperands() ? dead->getOperand(0).getDefiningOp() : nullptr;
-    bool last = dead == gemm.getOperation();
-    dead->erase();
-    dead = last ? nullptr : next;
-  }
+  eraseWithProduct(tr, tr.getInput(), gemm);
   return true;
 }
 
@@ -493,16 +500,17 @@ bool madeBefore(Value v, Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
-/// Rewrite 6 (2b): add(s, gemm(A, B)) or add(gemm(A, B), s), the gemm plain and
-/// read only by the add (through reshapes), s of the add's type and the
+/// Rewrite 6 (2b): add(s, gemm(A, B)) or add(gemm(A, B), s), the gemm plain
+/// and read only by the add (through reshapes), s of the add's type and the
 /// gemm operands' element type, made before the gemm -> gemm(A, B, s) where
 /// the gemm was: the kernel adds s as its `c` (a binary post-op of the
 /// result's shape) while it writes the product. The gradients of
 /// micro-batches are accumulated this way (hpc-micro-batches' running sums:
 /// each micro-batch's product adds the sum so far), so a weight gradient's
 /// sum costs no pass of its own; so does an input gradient summed over
-/// products (the unfused Q, K and V projections' of their input). The gemm stays where it is (a pipeline stage's order is final): a
-/// product made before s (the sum's first term) is not the one fused.
+/// products (the unfused Q, K and V projections' of their input). The gemm
+/// stays where it is (a pipeline stage's order is final): a product made
+/// before s (the sum's first term) is not the one fused.
 bool fuseAccumulation(hpc::AddOp add) {
   Type type = add.getType();
   if (add.getLhs().getType() != type || add.getRhs().getType() != type || !isStaticFloat(add))
@@ -521,16 +529,9 @@ bool fuseAccumulation(hpc::AddOp add) {
                                      gemm.getAlphaAttr(), b.getF64FloatAttr(1.0),
                                      gemm.getTransAAttr(), gemm.getTransBAttr(),
                                      gemm.getActivationAttr());
-    add.getResult().replaceAllUsesWith(reshapeTo(b, loc, fused.getResult(), rankedOf(add).getShape()));
-    Operation *dead = add;
-    while (dead && dead->use_empty()) {
-      Operation *next = dead == add.getOperation() ? product.getDefiningOp()
-                        : dead->getNumOperands()   ? dead->getOperand(0).getDefiningOp()
-                                                   : nullptr;
-      bool last = dead == gemm.getOperation();
-      dead->erase();
-      dead = last ? nullptr : next;
-    }
+    add.getResult().replaceAllUsesWith(
+        reshapeTo(b, loc, fused.getResult(), rankedOf(add).getShape()));
+    eraseWithProduct(add, product, gemm);
     return true;
   }
   return false;

@@ -472,7 +472,8 @@ FailureOr<bool> plan(ModuleOp &module, OwningOpRef<ModuleOp> &reimported,
         // asked of the bytes alone, whatever the run's binary was fitted
         // with, so that the bisection below runs in the mode it was bounded in.
         latencyToo = false;
-        latencyToo = exposed(hi, overlap) < target;
+        bool beyondBytes = exposed(hi, overlap) < target;
+        latencyToo = beyondBytes;
         if (exposed(hi, overlap) <= target)
           networkScale = hi;
         else if (exposed(lo, overlap) >= target)
